@@ -1,0 +1,86 @@
+"""The value types of the binding contract: where a conversation is, and what is bound to it.
+
+They are frozen pydantic models so a record handed to a caller can never be
+changed behind the service's back; the service replaces records instead.
+Field names follow SPEC.md; only the seed's fields are required.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "BindingStatus",
+    "BindingTargetKind",
+    "ConversationKey",
+    "ConversationRef",
+    "SessionBindingRecord",
+]
+
+BindingTargetKind = Literal["subagent", "session"]
+BindingStatus = Literal["active", "ending", "ended"]
+
+ConversationKey = tuple[str, str, str]
+"""``(channel, account_id, conversation_id)``: the identity of a conversation."""
+
+
+class ConversationRef(BaseModel):
+    """A place messages can go: a channel, the account that speaks there, a conversation.
+
+    ``channel`` is lower-cased here so that "Discord" and "discord" are one channel.
+    Ids are strings; adapters strip channel-style prefixes (``channel:123``) before
+    building a ref, because a prefixed id sent to a channel's API is the most common
+    upstream failure.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str
+    account_id: str
+    conversation_id: str
+    parent_conversation_id: str | None = None
+
+    @field_validator("channel")
+    @classmethod
+    def _lower_channel(cls, value: str) -> str:
+        return value.strip().lower()
+
+    @property
+    def key(self) -> ConversationKey:
+        """The identity used by indexes; the parent is not part of it."""
+        return (self.channel, self.account_id, self.conversation_id)
+
+    def describe(self) -> str:
+        """A short human-readable name, safe for logs and error messages."""
+        return f"{self.channel}/{self.account_id}/{self.conversation_id or '<new>'}"
+
+
+class SessionBindingRecord(BaseModel):
+    """One binding of a target session to a conversation.
+
+    ``expires_at`` is the hard deadline (bound_at + max age, or + ttl); the idle
+    deadline moves with ``last_activity_at`` and is enforced by the sweeper.
+    ``0`` for ``idle_timeout_ms`` / ``max_age_ms`` means "never".
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    binding_id: str
+    target_session_key: str
+    target_kind: BindingTargetKind
+    conversation: ConversationRef
+    status: BindingStatus
+    bound_at: AwareDatetime
+    expires_at: AwareDatetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    bound_by: str | None = None
+    last_activity_at: AwareDatetime | None = None
+    idle_timeout_ms: int = Field(default=0, ge=0)
+    max_age_ms: int = Field(default=0, ge=0)
+
+    def is_live(self, now: datetime) -> bool:
+        """Active and not past its hard deadline: the only kind the router may resolve."""
+        return self.status == "active" and (self.expires_at is None or self.expires_at > now)
