@@ -1,0 +1,380 @@
+"""The flag-bearing tables ([session], [channels]) and how their flags resolve.
+
+Precedence, highest first: runtime override > account > channel > session > default.
+The rule lives here, in one place, so every caller (adapters, the spawn path, an
+admin's ``/config show``) gets the same answer together with the dotted path it came
+from. Runtime overrides are keyed by the very TOML path they override, so an admin can
+read a value's ``source`` and override it by that same name. Re-exported by
+``core.config``; import from there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic_core import PydanticCustomError
+
+from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from core.config import Config
+
+__all__ = [
+    "DEFAULT_ACCOUNT_ID",
+    "DEFAULT_ENABLED",
+    "DEFAULT_IDLE_HOURS",
+    "DEFAULT_MAX_AGE_HOURS",
+    "DEFAULT_SPAWN_SUBAGENT_SESSIONS",
+    "FLAG_NAMES",
+    "FLAG_SPAWN_SUBAGENT_SESSIONS",
+    "RUNTIME_SOURCE",
+    "AccountConfig",
+    "ChannelsConfig",
+    "DiscordConfig",
+    "FlagValue",
+    "SessionConfig",
+    "SessionThreadBindings",
+    "ThreadBindingSettings",
+    "ThreadBindingsLevel",
+    "default_token_env",
+    "overridable_paths",
+    "resolve_flag",
+    "resolve_thread_bindings",
+    "validate_override",
+]
+
+DEFAULT_ENABLED = True
+DEFAULT_IDLE_HOURS = 24.0
+DEFAULT_MAX_AGE_HOURS = 0.0
+DEFAULT_SPAWN_SUBAGENT_SESSIONS = False
+
+FLAG_SPAWN_SUBAGENT_SESSIONS = "channels.discord.threadBindings.spawnSubagentSessions"
+"""The flag a ``FeatureDisabled`` error names when a thread-bound spawn is refused."""
+
+DEFAULT_ACCOUNT_ID = "default"
+RUNTIME_SOURCE = "<runtime>"
+"""``ConfigError.path`` for mistakes in runtime input (flag names, admin overrides)."""
+
+_MS_PER_HOUR = 3_600_000
+Hours = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+AccountId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TRUE_WORDS = frozenset({"true", "on", "yes"})
+_FALSE_WORDS = frozenset({"false", "off", "no"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Flag:
+    """One flag: its TOML key, model attribute, value kind and whether [session] has it."""
+
+    key: str
+    attr: str
+    is_bool: bool
+    default: bool | float
+    at_session_level: bool
+
+
+_FLAGS: dict[str, _Flag] = {
+    flag.key: flag
+    for flag in (
+        _Flag("enabled", "enabled", True, DEFAULT_ENABLED, True),
+        _Flag("idleHours", "idle_hours", False, DEFAULT_IDLE_HOURS, True),
+        _Flag("maxAgeHours", "max_age_hours", False, DEFAULT_MAX_AGE_HOURS, True),
+        _Flag(
+            "spawnSubagentSessions",
+            "spawn_subagent_sessions",
+            True,
+            DEFAULT_SPAWN_SUBAGENT_SESSIONS,
+            False,
+        ),
+    )
+}
+FLAG_NAMES: tuple[str, ...] = tuple(_FLAGS)
+"""Flag names as the TOML file spells them, in display order."""
+
+
+def invalid_value(expected: str, problem: str) -> PydanticCustomError:
+    """A validator error carrying our own wording, which never includes the input value."""
+    return PydanticCustomError(
+        "tb_config", "{expected}", {"expected": expected, "problem": problem}
+    )
+
+
+class TomlTable(BaseModel):
+    """Base of every TOML table: unknown keys and silent type coercions are mistakes."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, loc_by_alias=True
+    )
+
+
+class SessionThreadBindings(TomlTable):
+    """``[session.threadBindings]``: the channel-agnostic baseline every channel inherits."""
+
+    enabled: bool = DEFAULT_ENABLED
+    idle_hours: Hours = Field(default=DEFAULT_IDLE_HOURS, alias="idleHours")
+    max_age_hours: Hours = Field(default=DEFAULT_MAX_AGE_HOURS, alias="maxAgeHours")
+
+
+class ThreadBindingsLevel(TomlTable):
+    """Channel- or account-level ``threadBindings``; ``None`` means inherit from the level below."""
+
+    enabled: bool | None = None
+    idle_hours: Hours | None = Field(default=None, alias="idleHours")
+    max_age_hours: Hours | None = Field(default=None, alias="maxAgeHours")
+    spawn_subagent_sessions: bool | None = Field(default=None, alias="spawnSubagentSessions")
+
+
+class SessionConfig(TomlTable):
+    """``[session]``."""
+
+    thread_bindings: SessionThreadBindings = Field(
+        default_factory=SessionThreadBindings, alias="threadBindings"
+    )
+
+
+class AccountConfig(TomlTable):
+    """One Discord bot account; it names its token's environment variable, never the token."""
+
+    token_env: str
+    thread_bindings: ThreadBindingsLevel = Field(
+        default_factory=ThreadBindingsLevel, alias="threadBindings"
+    )
+
+    @field_validator("token_env")
+    @classmethod
+    def _is_variable_name(cls, value: str) -> str:
+        """Catch a token pasted where its variable's name belongs, without echoing it."""
+        if not _ENV_NAME.fullmatch(value):
+            raise invalid_value(
+                "the NAME of an environment variable (letters, digits and '_'), "
+                "e.g. DISCORD_TOKEN_MAIN",
+                "the value is not a variable name; if it is the token itself, move it into "
+                "that environment variable (value not shown)",
+            )
+        return value
+
+
+def default_token_env(account_id: str) -> str:
+    """The variable an account's token is read from when ``token_env`` is not set."""
+    if account_id == DEFAULT_ACCOUNT_ID:
+        return "DISCORD_TOKEN"
+    return "DISCORD_TOKEN_" + account_id.upper().replace("-", "_")
+
+
+class DiscordConfig(TomlTable):
+    """``[channels.discord]``: channel-level flags and the bot accounts."""
+
+    thread_bindings: ThreadBindingsLevel = Field(
+        default_factory=ThreadBindingsLevel, alias="threadBindings"
+    )
+    accounts: dict[AccountId, AccountConfig] = Field(default_factory=dict)
+
+    @field_validator("accounts", mode="before")
+    @classmethod
+    def _fill_token_env(cls, value: object) -> object:
+        """Give each account its conventional ``token_env`` so dumps show where tokens come from."""
+        if not isinstance(value, Mapping):
+            return value
+        filled: dict[object, object] = {}
+        for key, table in value.items():
+            if isinstance(table, Mapping) and "token_env" not in table:
+                table = {"token_env": default_token_env(str(key)), **table}
+            filled[key] = table
+        return filled
+
+
+class ChannelsConfig(TomlTable):
+    """``[channels]``: one table per channel adapter."""
+
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+
+
+class FlagValue(BaseModel):
+    """A resolved flag and where it came from, so nobody has to guess why it is on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: bool | float
+    source: str
+    """The dotted TOML path of the level that decided, or ``"default"``."""
+    overridden: bool = False
+    """True when the value is a runtime override stored at ``source``, not the file's."""
+
+
+class ThreadBindingSettings(BaseModel):
+    """Every thread-binding flag resolved for one (channel, account) at one moment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool
+    idle_hours: float
+    max_age_hours: float
+    spawn_subagent_sessions: bool
+
+    @property
+    def idle_timeout_ms(self) -> int:
+        """Idle timeout in milliseconds as binding records store it; 0 means never."""
+        return round(self.idle_hours * _MS_PER_HOUR)
+
+    @property
+    def max_age_ms(self) -> int:
+        """Maximum binding age in milliseconds; 0 means no limit."""
+        return round(self.max_age_hours * _MS_PER_HOUR)
+
+
+def _flag(name: str) -> _Flag:
+    """Look a flag up by TOML or Python spelling; a typo is a loud error, not a silent default."""
+    for flag in _FLAGS.values():
+        if name in (flag.key, flag.attr):
+            return flag
+    raise ConfigError(
+        RUNTIME_SOURCE, name, f"a flag name, one of {', '.join(FLAG_NAMES)}", "unknown flag"
+    )
+
+
+def _levels(
+    config: Config, flag: _Flag, channel: str, account_id: str | None
+) -> list[tuple[str, BaseModel | None]]:
+    """The (path, table) levels that may set ``flag``, most specific first."""
+    known_channels = type(config.channels).model_fields
+    if channel not in known_channels:
+        raise ConfigError(
+            RUNTIME_SOURCE,
+            f"channels.{channel}",
+            f"a configured channel ({', '.join(known_channels)})",
+            "unknown channel",
+        )
+    channel_config = getattr(config.channels, channel)
+    levels: list[tuple[str, BaseModel | None]] = []
+    if account_id is not None:
+        if account_id not in config.account_ids():
+            known = ", ".join(config.account_ids())
+            raise ConfigError(
+                RUNTIME_SOURCE,
+                f"channels.{channel}.accounts.{account_id}",
+                f"a configured account id ({known})",
+                "no such account",
+            )
+        account = channel_config.accounts.get(account_id)
+        levels.append(
+            (
+                f"channels.{channel}.accounts.{account_id}.threadBindings.{flag.key}",
+                account.thread_bindings if account is not None else None,
+            )
+        )
+    levels.append((f"channels.{channel}.threadBindings.{flag.key}", channel_config.thread_bindings))
+    if flag.at_session_level:
+        levels.append((f"session.threadBindings.{flag.key}", config.session.thread_bindings))
+    return levels
+
+
+def _coerce(flag: _Flag, raw: object, path: str) -> bool | float:
+    """Turn an admin's typed value into the flag's type, rejecting anything ambiguous."""
+    if flag.is_bool:
+        if isinstance(raw, bool):
+            return raw
+        word = raw.strip().lower() if isinstance(raw, str) else None
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+        raise ConfigError(RUNTIME_SOURCE, path, "true/false, on/off or yes/no", f"got {raw!r}")
+    value: float | None = None
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        value = float(raw)
+    elif isinstance(raw, str):
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = None
+    if value is None or not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            RUNTIME_SOURCE, path, "a number of hours >= 0 (0 means never)", f"got {raw!r}"
+        )
+    return value
+
+
+def resolve_flag(
+    config: Config,
+    flag: str,
+    *,
+    channel: str = "discord",
+    account_id: str | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> FlagValue:
+    """Resolve one flag: any runtime override beats any file value, then the most specific level.
+
+    Overrides are looked up at the account, channel and session paths (in that order)
+    before the file is consulted at all, so an admin's ``/config set`` on the channel
+    also wins over an account's file setting. Overrides for other accounts are ignored.
+    """
+    spec = _flag(flag)
+    levels = _levels(config, spec, channel, account_id)
+    if overrides:
+        for path, _table in levels:
+            if path in overrides:
+                value = _coerce(spec, overrides[path], path)
+                return FlagValue(value=value, source=path, overridden=True)
+    for path, table in levels:
+        if table is None or spec.attr not in table.model_fields_set:
+            continue
+        value = getattr(table, spec.attr)
+        if value is not None:
+            return FlagValue(value=value, source=path)
+    return FlagValue(value=spec.default, source="default")
+
+
+def resolve_thread_bindings(
+    config: Config,
+    *,
+    channel: str = "discord",
+    account_id: str | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> ThreadBindingSettings:
+    """All thread-binding flags for one (channel, account), resolved like ``resolve_flag``."""
+    values = {
+        spec.attr: resolve_flag(
+            config, spec.key, channel=channel, account_id=account_id, overrides=overrides
+        ).value
+        for spec in _FLAGS.values()
+    }
+    return ThreadBindingSettings.model_validate(values)
+
+
+def overridable_paths(config: Config) -> list[str]:
+    """Every dotted path an admin may override at runtime for this config's accounts."""
+    paths = [f"session.threadBindings.{f.key}" for f in _FLAGS.values() if f.at_session_level]
+    paths += [f"channels.discord.threadBindings.{key}" for key in FLAG_NAMES]
+    for account_id in config.account_ids():
+        prefix = f"channels.discord.accounts.{account_id}.threadBindings."
+        paths += [prefix + key for key in FLAG_NAMES]
+    return paths
+
+
+def validate_override(config: Config, path: str, raw: str | bool | int | float) -> bool | float:
+    """Check an admin's ``/config set <path> <value>`` and return the typed value to store.
+
+    Validated against ``config`` so an override for an account that does not exist is
+    refused now instead of being stored and silently never applying.
+    """
+    if path not in overridable_paths(config):
+        parts = path.split(".")
+        is_account_path = parts[:3] == ["channels", "discord", "accounts"] and len(parts) == 6
+        if is_account_path and parts[3] not in config.account_ids():
+            known = ", ".join(config.account_ids())
+            raise ConfigError(
+                RUNTIME_SOURCE, path, f"an account id configured in the file ({known})", "unknown"
+            )
+        raise ConfigError(
+            RUNTIME_SOURCE,
+            path,
+            "an overridable flag path, one of " + ", ".join(overridable_paths(config)),
+            "not overridable",
+        )
+    return _coerce(_flag(path.rsplit(".", 1)[1]), raw, path)

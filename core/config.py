@@ -1,0 +1,420 @@
+"""Typed configuration: one TOML file for settings, the environment for secrets.
+
+Loaded and validated once, before the bot connects, then passed down; nothing reads
+the file or the environment later. Every mistake becomes a single ``ConfigError``
+naming the file, the dotted key as the user spelled it and what would have been
+accepted -- never a traceback, and never a secret's value. Secrets are refused in the
+file outright, so a config file can be committed or pasted into an issue safely.
+The [session] and [channels] tables and flag resolution (override > account >
+channel > session > default) live in ``core._config_flags`` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+
+from core._config_flags import (
+    DEFAULT_ACCOUNT_ID,
+    FLAG_NAMES,
+    FLAG_SPAWN_SUBAGENT_SESSIONS,
+    RUNTIME_SOURCE,
+    AccountConfig,
+    ChannelsConfig,
+    DiscordConfig,
+    FlagValue,
+    SessionConfig,
+    SessionThreadBindings,
+    ThreadBindingSettings,
+    ThreadBindingsLevel,
+    TomlTable,
+    default_token_env,
+    invalid_value,
+    overridable_paths,
+    resolve_flag,
+    resolve_thread_bindings,
+    validate_override,
+)
+from core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_ACCOUNT_ID",
+    "FLAG_NAMES",
+    "FLAG_SPAWN_SUBAGENT_SESSIONS",
+    "RUNTIME_SOURCE",
+    "AccountConfig",
+    "BindingsConfig",
+    "ChannelsConfig",
+    "Config",
+    "DiscordConfig",
+    "FlagValue",
+    "LoggingConfig",
+    "SessionConfig",
+    "SessionThreadBindings",
+    "StoreConfig",
+    "ThreadBindingSettings",
+    "ThreadBindingsLevel",
+    "default_token_env",
+    "load_config",
+    "overridable_paths",
+    "parse_config",
+    "resolve_flag",
+    "resolve_thread_bindings",
+    "toml_key_path",
+    "validate_override",
+]
+
+DEFAULT_CONFIG_FILE = "config.toml"
+DEFAULTS_SOURCE = "<defaults>"
+STORE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "apikey"})
+_SECRET_KEY_PAIRS = frozenset({("api", "key"), ("private", "key"), ("webhook", "url")})
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class StoreConfig(TomlTable):
+    """``[store]``: where bindings and session events are persisted."""
+
+    url: str = "sqlite+aiosqlite:///threadbound.db"
+    busy_timeout_ms: int = Field(default=5000, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _supported_url(cls, value: str) -> str:
+        """Only the two async drivers we test are accepted, and no password in the file."""
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in STORE_SCHEMES:
+            raise invalid_value(
+                "an async SQLAlchemy URL starting with sqlite+aiosqlite:// or postgresql+asyncpg://",
+                f"got scheme {scheme!r}" if scheme else "no scheme",
+            )
+        try:
+            password = urlsplit(value).password
+        except ValueError:
+            password = None
+        if password:
+            raise invalid_value(
+                "a URL without a password; put it in the PGPASSWORD environment variable",
+                "the URL contains a password (not shown)",
+            )
+        return value
+
+
+class BindingsConfig(TomlTable):
+    """``[bindings]``: timing of the binding service's background work."""
+
+    touch_flush_seconds: Seconds = 5.0
+    sweep_interval_seconds: Seconds = 60.0
+
+
+class LoggingConfig(TomlTable):
+    """``[logging]``."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    json_file: str = "logs/threadbound.jsonl"
+    console: bool = True
+
+
+class Config(TomlTable):
+    """The whole validated configuration; tokens are kept privately, out of repr and dumps."""
+
+    session: SessionConfig = Field(default_factory=SessionConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    bindings: BindingsConfig = Field(default_factory=BindingsConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    _config_path: Path | None = PrivateAttr(default=None)
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _tokens: dict[str, SecretStr] = PrivateAttr(default_factory=dict)
+
+    @property
+    def config_path(self) -> Path | None:
+        """The absolute path of the file read, or None when running on built-in defaults."""
+        return self._config_path
+
+    @property
+    def base_dir(self) -> Path:
+        """Directory relative paths are resolved against: the file's, else the start cwd."""
+        return self._base_dir
+
+    def account_ids(self) -> tuple[str, ...]:
+        """Configured account ids, or the implicit ``("default",)`` when none is configured."""
+        return tuple(self.channels.discord.accounts) or (DEFAULT_ACCOUNT_ID,)
+
+    def token_env(self, account_id: str) -> str:
+        """Name of the environment variable holding ``account_id``'s token."""
+        self._require_account(account_id)
+        account = self.channels.discord.accounts.get(account_id)
+        return account.token_env if account is not None else default_token_env(account_id)
+
+    def account_token(self, account_id: str) -> str | None:
+        """The account's token as read from the environment at load time; None if unset or empty."""
+        self._require_account(account_id)
+        token = self._tokens.get(account_id)
+        return token.get_secret_value() if token is not None else None
+
+    def store_url(self) -> str:
+        """The store URL with a relative SQLite path made absolute against ``base_dir``."""
+        url = self.store.url
+        prefix = "sqlite+aiosqlite:///"
+        if not url.startswith(prefix):
+            return url
+        database, sep, query = url[len(prefix) :].partition("?")
+        if database in ("", ":memory:") or database.startswith(("/", "file:")):
+            return url
+        return f"{prefix}{(self._base_dir / database).as_posix()}{sep}{query}"
+
+    def json_log_path(self) -> Path | None:
+        """Where JSON log lines go (relative to ``base_dir``), or None when disabled with ``""``."""
+        if not self.logging.json_file:
+            return None
+        return self._base_dir / self.logging.json_file
+
+    def _require_account(self, account_id: str) -> None:
+        """Fail loudly on an unknown account instead of quietly reading no token."""
+        if account_id not in self.account_ids():
+            raise ConfigError(
+                RUNTIME_SOURCE,
+                f"channels.discord.accounts.{account_id}",
+                f"a configured account id ({', '.join(self.account_ids())})",
+                "no such account",
+            )
+
+
+class _LocInfo(NamedTuple):
+    """Where a pydantic error points, translated back to the file's spelling."""
+
+    path: str
+    table: type[BaseModel] | None
+    is_key: bool
+
+
+def _unwrap(annotation: object) -> object:
+    """Strip ``Annotated`` and ``| None`` so the walk sees the model or dict underneath."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, UnionType):
+            args = [arg for arg in get_args(annotation) if arg is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _walk_loc(
+    loc: tuple[str | int, ...], root: type[BaseModel], *, keep_last: bool = False
+) -> _LocInfo:
+    """Follow ``loc`` through the models, naming each field by its TOML alias.
+
+    ``keep_last`` leaves the final key as given: for an unknown key that is the user's
+    own spelling, even when it happens to be a field's Python name.
+    """
+    keys: list[str | int] = []
+    current: object = root
+    table: type[BaseModel] | None = None
+    is_key = False
+    for index, item in enumerate(loc):
+        if item == "[key]":
+            is_key = True
+            continue
+        if isinstance(item, int):
+            keys.append(item)
+            current = None
+            continue
+        key = item
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            table = current
+            for name, info in current.model_fields.items():
+                if key in (name, info.alias) and not (keep_last and index == len(loc) - 1):
+                    key, current = info.alias or name, _unwrap(info.annotation)
+                    break
+            else:
+                current = None
+        elif get_origin(current) is dict:
+            current = _unwrap(get_args(current)[1])
+        else:
+            current = None
+        keys.append(key)
+    return _LocInfo(_toml_key(tuple(keys)), table, is_key)
+
+
+def toml_key_path(loc: tuple[str | int, ...], root: type[BaseModel] = Config) -> str:
+    """The dotted TOML key path for a pydantic error ``loc`` (aliases, account ids kept)."""
+    return _walk_loc(loc, root).path
+
+
+def _allowed_keys(table: type[BaseModel] | None) -> str:
+    """The keys a table accepts, spelled as the file must spell them."""
+    if table is None:
+        return "no keys here"
+    return ", ".join(info.alias or name for name, info in table.model_fields.items())
+
+
+def _kind(value: object) -> str:
+    """A TOML-flavoured noun for a value's type; never the value itself."""
+    nouns = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    nouns |= {dict: "a table", list: "an array"}
+    return nouns.get(type(value), f"a {type(value).__name__}")
+
+
+_TYPE_EXPECTED = {
+    "bool_type": "true or false",
+    "float_type": "a number",
+    "int_type": "an integer",
+    "string_type": "a string",
+    "model_type": "a table",
+    "dict_type": "a table",
+}
+
+
+def _config_error_from_validation(exc: ValidationError, source: str) -> ConfigError:
+    """Turn pydantic's first error into a ConfigError in the file's own terms.
+
+    Only numbers and known-harmless strings are echoed; anything else is described by
+    type, because a misplaced secret must not reach a log through an error message.
+    """
+    error = exc.errors(include_url=False, include_input=True)[0]
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    loc = tuple(error["loc"])
+    where = _walk_loc(loc, Config, keep_last=kind == "extra_forbidden")
+    if kind == "tb_config":
+        expected, problem = str(ctx["expected"]), str(ctx["problem"])
+    elif kind == "extra_forbidden":
+        expected, problem = f"one of the keys {_allowed_keys(where.table)}", "unknown key"
+    elif where.is_key:
+        expected = "an account id of 1 to 32 characters from a-z, 0-9, '_' and '-'"
+        problem = f"got {loc[-2]!r}"
+    elif kind in _TYPE_EXPECTED:
+        expected, problem = _TYPE_EXPECTED[kind], f"got {_kind(value)}"
+    elif kind in ("greater_than_equal", "greater_than"):
+        bound = f">= {ctx['ge']:g}" if kind == "greater_than_equal" else f"> {ctx['gt']:g}"
+        expected, problem = f"a number {bound}", f"got {value!r}"
+    elif kind == "finite_number":
+        expected, problem = "a finite number", f"got {value!r}"
+    elif kind == "literal_error":
+        expected, problem = f"one of {ctx['expected']}", f"got {value!r}"
+    else:
+        expected, problem = error["msg"], ""
+    return ConfigError(source, where.path, expected, problem)
+
+
+def _is_secret_key(key: str) -> bool:
+    """Whether a key names a secret (``token``, ``bot_token``, ``apiKey``), not ``token_env``."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower().replace("-", "_").split("_")
+    if words[-1] in _SECRET_WORDS:
+        return True
+    return len(words) >= 2 and (words[-2], words[-1]) in _SECRET_KEY_PAIRS
+
+
+def _toml_key(keys: tuple[str | int, ...]) -> str:
+    """A dotted key path as TOML would spell it: keys quoted unless bare, indexes as ``[i]``."""
+    path = ""
+    for key in keys:
+        if isinstance(key, int):
+            path += f"[{key}]"
+        else:
+            path += ("." if path else "") + (key if _BARE_KEY.fullmatch(key) else f'"{key}"')
+    return path
+
+
+def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int, ...] = ()) -> None:
+    """Refuse secret-looking keys anywhere in the file, before anything else can echo them."""
+    for key, value in data.items():
+        path = (*keys, str(key))
+        if _is_secret_key(str(key)):
+            in_account = path[:3] == ("channels", "discord", "accounts") and len(path) > 4
+            env_name = default_token_env(str(path[3])) if in_account else "DISCORD_TOKEN"
+            raise ConfigError(
+                source,
+                _toml_key(path),
+                "no secrets in the config file: put the secret in an environment variable "
+                f'and reference it with token_env (e.g. token_env = "{env_name}")',
+                "a secret-looking key was found; its value is not shown",
+            )
+        if isinstance(value, Mapping):
+            _reject_secrets(value, source, path)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    _reject_secrets(item, source, (*path, index))
+
+
+def _build(
+    data: Mapping[str, Any], source: str, config_path: Path | None, env: Mapping[str, str]
+) -> Config:
+    """Validate ``data`` and attach what is not part of the file: location and tokens."""
+    _reject_secrets(data, source)
+    try:
+        # by_name=False: the file must use the seed's camelCase spelling, one spelling only.
+        config = Config.model_validate(data, by_name=False)
+    except ValidationError as exc:
+        # from None: pydantic's own message would echo the offending input value.
+        raise _config_error_from_validation(exc, source) from None
+    config._config_path = config_path
+    config._base_dir = config_path.parent if config_path is not None else Path.cwd()
+    for account_id in config.account_ids():
+        token = env.get(config.token_env(account_id), "")
+        if token:
+            config._tokens[account_id] = SecretStr(token)
+    return config
+
+
+def parse_config(
+    data: Mapping[str, Any],
+    *,
+    config_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Build a Config from already-parsed TOML data; what ``load_config`` does after reading.
+
+    Useful where a test or tool has a dict rather than a file. ``config_path`` only sets
+    ``base_dir`` and the name used in errors; the file is not read.
+    """
+    source = str(config_path) if config_path is not None else DEFAULTS_SOURCE
+    absolute = config_path.absolute() if config_path is not None else None
+    return _build(data, source, absolute, os.environ if env is None else env)
+
+
+def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
+    """Read, validate and return the configuration, or raise one ConfigError.
+
+    ``path=None`` reads ``./config.toml`` when it exists and otherwise runs on built-in
+    defaults; an explicit path must exist. Tokens are read from ``env`` (default
+    ``os.environ``) now, once, and never again.
+    """
+    environment = os.environ if env is None else env
+    if path is None:
+        candidate = Path.cwd() / DEFAULT_CONFIG_FILE
+        if not candidate.is_file():
+            return _build({}, DEFAULTS_SOURCE, None, environment)
+        path = candidate
+    source = str(path)
+    if not path.exists():
+        raise ConfigError(source, "", "an existing TOML file", "file not found")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            source, "", "a UTF-8 encoded TOML file", f"undecodable byte at offset {exc.start}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(source, "", "a readable TOML file", exc.strerror or str(exc)) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "", "valid TOML", str(exc)) from None
+    return _build(data, source, path.absolute(), environment)
