@@ -49,6 +49,7 @@ class FakeClock:
         self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
         self._sleepers: list[tuple[datetime, int, asyncio.Future[None]]] = []
         self._counter = itertools.count()
+        self._sleeper_added = asyncio.Event()
 
     def now(self) -> datetime:
         return self._now
@@ -57,6 +58,7 @@ class FakeClock:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         deadline = self._now + timedelta(seconds=seconds)
         heapq.heappush(self._sleepers, (deadline, next(self._counter), future))
+        self._sleeper_added.set()
         await future
 
     @property
@@ -67,7 +69,8 @@ class FakeClock:
     async def wait_for_sleepers(self, count: int = 1) -> None:
         """Yield to the loop until at least ``count`` tasks sleep on this clock."""
         while self.sleepers < count:
-            await asyncio.sleep(0)
+            self._sleeper_added.clear()
+            await self._sleeper_added.wait()
 
     async def advance(self, seconds: float) -> None:
         """Move time forward and let every sleeper whose deadline passed run."""

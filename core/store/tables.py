@@ -1,0 +1,83 @@
+"""SQLModel tables. The only module that knows the database's shape.
+
+No ``from __future__ import annotations`` here: sqlmodel reads the annotations
+at class creation (fastapi/sqlmodel#196).
+
+Tables are created by the versioned migrations in ``migrations.py``, never by
+``metadata.create_all`` on start-up, so the schema version always says what
+the database holds.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, MetaData, String, text
+from sqlmodel import Field, SQLModel
+
+from core.store.types import Snowflake, UTCDateTime
+
+__all__ = ["BindingRow", "SchemaVersionRow", "metadata"]
+
+metadata: MetaData = SQLModel.metadata
+metadata.naming_convention = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class SchemaVersionRow(SQLModel, table=True):
+    """One row per applied migration; the highest version is the schema's version."""
+
+    __tablename__ = "schema_version"
+
+    version: int = Field(primary_key=True)
+    description: str = Field(sa_column=Column(String(200), nullable=False))
+    applied_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class BindingRow(SQLModel, table=True):
+    """A session binding, live or ended. Ended rows are kept as history.
+
+    The partial unique index is what makes "one live binding per conversation"
+    true across processes: two binders racing on PostgreSQL cannot both commit.
+    """
+
+    __tablename__ = "bindings"
+    __table_args__ = (
+        Index(
+            "uq_bindings_live_conversation",
+            "channel",
+            "account_id",
+            "conversation_id",
+            unique=True,
+            sqlite_where=text("status != 'ended'"),
+            postgresql_where=text("status != 'ended'"),
+        ),
+        Index("ix_bindings_live_session", "target_session_key", "status"),
+    )
+
+    binding_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    target_session_key: str = Field(sa_column=Column(String(300), nullable=False))
+    target_kind: str = Field(sa_column=Column(String(16), nullable=False))
+    channel: str = Field(sa_column=Column(String(32), nullable=False))
+    account_id: str = Field(sa_column=Column(String(64), nullable=False))
+    conversation_id: str = Field(sa_column=Column(String(64), nullable=False))
+    parent_conversation_id: str | None = Field(
+        default=None, sa_column=Column(String(64), nullable=True)
+    )
+    guild_id: int | None = Field(default=None, sa_column=Column(Snowflake, nullable=True))
+    status: str = Field(sa_column=Column(String(8), nullable=False))
+    bound_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime()))
+    last_activity_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime()))
+    idle_timeout_ms: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    max_age_ms: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    bound_by: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    metadata_: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column("metadata", JSON, nullable=False)
+    )
+    ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime()))
+    end_reason: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))

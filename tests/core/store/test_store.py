@@ -1,0 +1,122 @@
+"""The store: schema versioning, UTC timestamps, SQLite pragmas, clear errors."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, text
+
+from core.errors import SchemaVersionError, StoreError
+from core.store import SCHEMA_VERSION, Database, current_version, open_database
+from core.store.tables import BindingRow, SchemaVersionRow
+from tests.fixtures.stores import StoreFactory
+
+
+class TestMigrations:
+    async def test_fresh_store_is_current(self, database: Database) -> None:
+        """Opening an empty database applies every migration once."""
+        assert await current_version(database.engine) == SCHEMA_VERSION
+        async with database.transaction() as session:
+            rows = (await session.execute(select(SchemaVersionRow.version))).scalars().all()
+        assert rows == list(range(1, SCHEMA_VERSION + 1))
+
+    async def test_reopen_applies_nothing(self, open_store: StoreFactory) -> None:
+        """A second start finds the schema current and leaves it alone."""
+        await open_store()
+        db = await open_store()
+        async with db.transaction() as session:
+            count = (await session.execute(text("SELECT count(*) FROM schema_version"))).scalar()
+        assert count == SCHEMA_VERSION
+
+    async def test_newer_database_is_refused(self, open_store: StoreFactory) -> None:
+        """A database written by a newer threadbound stops start-up with both versions named."""
+        db = await open_store()
+        async with db.transaction() as session:
+            await session.execute(
+                SchemaVersionRow.__table__.insert().values(
+                    version=SCHEMA_VERSION + 1,
+                    description="from the future",
+                    applied_at=datetime.now(timezone.utc),  # noqa: UP017
+                )
+            )
+        with pytest.raises(SchemaVersionError) as err:
+            await open_store()
+        assert f"schema version {SCHEMA_VERSION + 1}" in str(err.value)
+        assert f"supports up to {SCHEMA_VERSION}" in str(err.value)
+
+
+class TestTimestamps:
+    async def test_round_trip_is_aware_utc(self, database: Database) -> None:
+        """A timestamp written in any zone reads back as the same instant in UTC."""
+        paris = datetime(2026, 6, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
+        async with database.transaction() as session:
+            session.add(
+                BindingRow(
+                    binding_id="b1",
+                    target_session_key="s",
+                    target_kind="session",
+                    channel="discord",
+                    account_id="main",
+                    conversation_id="1",
+                    status="active",
+                    bound_at=paris,
+                    guild_id=2**62,
+                )
+            )
+        async with database.transaction() as session:
+            row = (await session.execute(select(BindingRow))).scalar_one()
+        assert row.bound_at == paris
+        assert row.bound_at.utcoffset() == timedelta(0)
+        assert row.guild_id == 2**62
+
+    async def test_naive_datetime_is_refused(self, database: Database) -> None:
+        """A naive datetime is a caller bug and never reaches the database."""
+        with pytest.raises(Exception, match="naive datetime"):
+            async with database.transaction() as session:
+                await session.execute(
+                    SchemaVersionRow.__table__.insert().values(
+                        version=99,
+                        description="x",
+                        applied_at=datetime(2026, 1, 1),  # noqa: DTZ001 - naive on purpose
+                    )
+                )
+
+
+class TestSqlite:
+    async def test_pragmas(self, tmp_path: Path) -> None:
+        """Every SQLite connection runs with WAL, a busy timeout, foreign keys and full sync."""
+        db = await open_database(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", busy_timeout_ms=1234)
+        try:
+            async with db.engine.connect() as conn:
+                values = [
+                    (await conn.execute(text(f"PRAGMA {name}"))).scalar()
+                    for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
+                ]
+        finally:
+            await db.close()
+        assert values == ["wal", 1234, 1, 2]
+
+    @pytest.mark.parametrize(
+        ("url", "message"),
+        [
+            (
+                "mysql+aiomysql://root@localhost/x",
+                r"use one of sqlite\+aiosqlite, postgresql\+asyncpg",
+            ),
+            ("not a url", "is not a database URL"),
+        ],
+    )
+    async def test_bad_url(self, url: str, message: str) -> None:
+        """An unusable store URL is a StoreError that says what is accepted."""
+        with pytest.raises(StoreError, match=message):
+            await open_database(url)
+
+    async def test_unreachable_postgres_hides_password(self) -> None:
+        """A server that does not answer is reported without the URL's password."""
+        url = "postgresql+asyncpg://u:hunter2secret@127.0.0.1:1/db"
+        with pytest.raises(StoreError) as err:
+            await open_database(url)
+        assert "hunter2secret" not in str(err.value)
+        assert "cannot open the store" in str(err.value)
