@@ -1,0 +1,495 @@
+"""The canary report: routing and delivery outcomes read back from the JSON log.
+
+Operators run it (``python -m bot canary LOGFILE [--since 2h] [--json]``)
+before widening a rollout. It is pure: :func:`build_report` turns log lines into
+a :class:`CanaryReport`, :func:`render_text` turns that into text, and
+:func:`run_canary` only adds file reading and the exit status.
+
+Two findings are violations of the routing invariants (SPEC.md) and make the
+exit status 1:
+
+- a **duplicate delivery**: one ``completion_id`` with more than one
+  ``delivery.sent`` anywhere in the log (reported when its last send is inside
+  the window);
+- a **hidden fallback**: a ``delivery.fallback`` for session S with requester
+  conversation R on (channel, account) while S had an active binding there whose
+  conversation or parent conversation is R: the router would have matched it,
+  so the fallback hid a bound destination.
+
+Binding state comes from replaying ``binding.bound`` / ``binding.unbound`` /
+``binding.expired`` (and a bound ``expires_at``) in timestamp, then line,
+order, over the whole file: ``--since`` limits what is counted, not what is
+known, so a binding made last week is still active today. Malformed lines are
+counted and listed, never fatal. The file field names and the ``timestamp``
+format are those of :mod:`core.logging` and :mod:`core.log_events`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from core.clock import utcnow
+from core.log_events import LogEvent
+from core.logging import TIMESTAMP_KEY
+
+__all__ = [
+    "CanaryReport",
+    "DuplicateDelivery",
+    "GroupSummary",
+    "HiddenFallback",
+    "MalformedLines",
+    "WebhookFailure",
+    "build_report",
+    "parse_duration",
+    "render_text",
+    "run_canary",
+]
+
+MISSING = "-"
+MAX_LISTED_MALFORMED = 5
+_EVENTS = frozenset(e.value for e in LogEvent)
+_DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION_UNITS = ("weeks", "days", "hours", "minutes", "seconds")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``90s``, ``30m``, ``2h``, ``7d``, ``1w`` or combinations like ``1h30m``.
+
+    Raises:
+        ValueError: the text is not such a duration, or it is zero.
+    """
+    match = _DURATION.fullmatch(text.strip().lower())
+    if not text.strip() or match is None:
+        raise ValueError(
+            f"invalid duration {text!r}: use a number and a unit (s, m, h, d, w), "
+            "e.g. 90s, 30m, 2h, 7d or 1h30m"
+        )
+    parts = {unit: int(v) for unit, v in zip(_DURATION_UNITS, match.groups(), strict=True) if v}
+    duration = timedelta(**parts)
+    if duration <= timedelta(0):
+        raise ValueError(f"invalid duration {text!r}: it must be longer than zero")
+    return duration
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class GroupSummary(_Model):
+    """Counts for one (account, guild); ``-`` stands for a missing value."""
+
+    account: str
+    guild: str
+    resolutions_by_mode: dict[str, int]
+    resolutions_by_reason: dict[str, int]
+    deliveries_by_path: dict[str, int]
+    fallbacks: int
+    fallbacks_by_reason: dict[str, int]
+    failures_by_path: dict[str, int]
+    expiries_by_reason: dict[str, int]
+    bindings_bound: int
+    bindings_unbound: int
+
+
+class DuplicateDelivery(_Model):
+    """A completion delivered more than once (a violation)."""
+
+    completion_id: str
+    count: int
+    destinations: list[str | None]
+    lines: list[int]
+
+
+class HiddenFallback(_Model):
+    """A fallback while a binding the router would have matched was active (a violation)."""
+
+    completion_id: str | None
+    line: int
+    timestamp: datetime
+    target_session_key: str
+    channel: str
+    account: str
+    guild: str
+    requester_conversation_id: str
+    destination: str | None
+    binding_id: str
+    bound_conversation_id: str
+    matched: Literal["conversation", "parent"]
+
+
+class WebhookFailure(_Model):
+    """A ``delivery.failed`` on the webhook path (the bot path should have taken over)."""
+
+    completion_id: str | None
+    line: int
+    timestamp: datetime
+    account: str
+    guild: str
+    destination: str | None
+    binding_id: str | None
+    error: str | None
+    retryable: bool | None
+
+
+class MalformedLines(_Model):
+    """Lines that are not a JSON object with ``event`` and ``timestamp``."""
+
+    count: int = 0
+    first_lines: list[int] = []
+
+
+class CanaryReport(_Model):
+    """Everything the canary found; ``model_dump_json()`` is the ``--json`` output."""
+
+    since: datetime | None
+    lines_read: int
+    events_counted: int
+    first_timestamp: datetime | None
+    last_timestamp: datetime | None
+    groups: list[GroupSummary]
+    duplicates: list[DuplicateDelivery]
+    hidden_fallbacks: list[HiddenFallback]
+    webhook_failures: list[WebhookFailure]
+    malformed: MalformedLines
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def violations(self) -> int:
+        """Duplicates plus hidden fallbacks: the number that fails the canary."""
+        return len(self.duplicates) + len(self.hidden_fallbacks)
+
+
+# -- building -------------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    ts: datetime
+    line: int
+    event: str
+    data: dict[str, Any]
+
+    def get(self, key: str) -> str | None:
+        value = self.data.get(key)
+        return None if value is None else str(value)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return (self.get("account") or MISSING, self.get("guild") or MISSING)
+
+
+@dataclass
+class _Binding:
+    binding_id: str
+    conversation_id: str | None
+    parent_conversation_id: str | None
+    expires_at: datetime | None
+
+
+@dataclass
+class _Group:
+    by_mode: Counter[str] = field(default_factory=Counter)
+    by_reason: Counter[str] = field(default_factory=Counter)
+    by_path: Counter[str] = field(default_factory=Counter)
+    fallbacks: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    expiries: Counter[str] = field(default_factory=Counter)
+    bound: int = 0
+    unbound: int = 0
+
+    def summary(self, account: str, guild: str) -> GroupSummary:
+        return GroupSummary(
+            account=account,
+            guild=guild,
+            resolutions_by_mode=dict(sorted(self.by_mode.items())),
+            resolutions_by_reason=dict(sorted(self.by_reason.items())),
+            deliveries_by_path=dict(sorted(self.by_path.items())),
+            fallbacks=self.fallbacks.total(),
+            fallbacks_by_reason=dict(sorted(self.fallbacks.items())),
+            failures_by_path=dict(sorted(self.failures.items())),
+            expiries_by_reason=dict(sorted(self.expiries.items())),
+            bindings_bound=self.bound,
+            bindings_unbound=self.unbound,
+        )
+
+
+def _parse_ts(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def _parse(lines: Iterable[str]) -> tuple[list[_Entry], int, MalformedLines]:
+    entries: list[_Entry] = []
+    malformed: list[int] = []
+    read = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        read += 1
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        ts = _parse_ts(data.get(TIMESTAMP_KEY)) if isinstance(data, dict) else None
+        if ts is None or not isinstance(data, dict) or not isinstance(data.get("event"), str):
+            malformed.append(number)
+            continue
+        if data["event"] in _EVENTS:
+            entries.append(_Entry(ts, number, data["event"], data))
+    entries.sort(key=lambda e: (e.ts, e.line))
+    found = MalformedLines(count=len(malformed), first_lines=malformed[:MAX_LISTED_MALFORMED])
+    return entries, read, found
+
+
+class _Replay:
+    """Binding state over time, keyed like the router matches: session, channel, account."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[tuple[str, str, str], dict[str, _Binding]] = defaultdict(dict)
+        self._where: dict[str, tuple[str, str, str]] = {}
+
+    @staticmethod
+    def _scope(entry: _Entry) -> tuple[str, str, str]:
+        channel = (entry.get("channel") or MISSING).lower()
+        return (entry.get("target_session_key") or MISSING, channel, entry.get("account") or "")
+
+    def bound(self, entry: _Entry) -> None:
+        binding_id = entry.get("binding_id")
+        if binding_id is None:
+            return
+        scope = self._scope(entry)
+        self._scopes[scope][binding_id] = _Binding(
+            binding_id,
+            entry.get("conversation_id"),
+            entry.get("parent_conversation_id"),
+            _parse_ts(entry.data.get("expires_at")),
+        )
+        self._where[binding_id] = scope
+
+    def ended(self, entry: _Entry) -> None:
+        scope = self._where.pop(entry.get("binding_id") or "", None)
+        if scope is not None:
+            self._scopes[scope].pop(entry.get("binding_id") or "", None)
+
+    def hiding(self, entry: _Entry) -> tuple[_Binding, Literal["conversation", "parent"]] | None:
+        """The active binding a fallback bypassed, the exact conversation before a parent."""
+        requester = entry.get("requester_conversation_id")
+        if requester is None:
+            return None
+        live = [
+            b
+            for b in self._scopes.get(self._scope(entry), {}).values()
+            if b.expires_at is None or b.expires_at > entry.ts
+        ]
+        for b in live:
+            if b.conversation_id == requester:
+                return b, "conversation"
+        for b in live:
+            if b.parent_conversation_id == requester:
+                return b, "parent"
+        return None
+
+
+def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryReport:
+    """Read JSON log lines into a report; lines before ``since_ts`` are not counted."""
+    entries, read, malformed = _parse(lines)
+    groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
+    replay = _Replay()
+    sends: dict[str, list[_Entry]] = defaultdict(list)
+    hidden: list[HiddenFallback] = []
+    failures: list[WebhookFailure] = []
+    counted: list[_Entry] = []
+
+    for e in entries:
+        in_window = since_ts is None or e.ts >= since_ts
+        if e.event == LogEvent.BINDING_BOUND:
+            replay.bound(e)
+        elif e.event in (LogEvent.BINDING_UNBOUND, LogEvent.BINDING_EXPIRED):
+            replay.ended(e)
+        elif e.event == LogEvent.DELIVERY_SENT and e.get("completion_id") is not None:
+            sends[e.get("completion_id") or ""].append(e)
+        if not in_window:
+            continue
+        counted.append(e)
+        group = groups[e.group]
+        if e.event == LogEvent.ROUTING_RESOLVED:
+            group.by_mode[e.get("mode") or MISSING] += 1
+            group.by_reason[e.get("reason") or MISSING] += 1
+        elif e.event == LogEvent.DELIVERY_SENT:
+            group.by_path[e.get("path") or MISSING] += 1
+        elif e.event == LogEvent.DELIVERY_FALLBACK:
+            group.fallbacks[e.get("reason") or MISSING] += 1
+            if (found := replay.hiding(e)) is not None:
+                hidden.append(_hidden(e, *found))
+        elif e.event == LogEvent.DELIVERY_FAILED:
+            group.failures[e.get("path") or MISSING] += 1
+            if e.get("path") == "webhook":
+                failures.append(_webhook_failure(e))
+        elif e.event == LogEvent.BINDING_BOUND:
+            group.bound += 1
+        elif e.event == LogEvent.BINDING_UNBOUND:
+            group.unbound += 1
+        elif e.event == LogEvent.BINDING_EXPIRED:
+            group.expiries[e.get("reason") or MISSING] += 1
+
+    duplicates = [
+        DuplicateDelivery(
+            completion_id=cid,
+            count=len(sent),
+            destinations=[s.get("destination") for s in sent],
+            lines=[s.line for s in sent],
+        )
+        for cid, sent in sends.items()
+        if len(sent) > 1 and (since_ts is None or sent[-1].ts >= since_ts)
+    ]
+    return CanaryReport(
+        since=since_ts,
+        lines_read=read,
+        events_counted=len(counted),
+        first_timestamp=counted[0].ts if counted else None,
+        last_timestamp=counted[-1].ts if counted else None,
+        groups=[g.summary(*key) for key, g in sorted(groups.items())],
+        duplicates=duplicates,
+        hidden_fallbacks=hidden,
+        webhook_failures=failures,
+        malformed=malformed,
+    )
+
+
+def _hidden(
+    e: _Entry, binding: _Binding, matched: Literal["conversation", "parent"]
+) -> HiddenFallback:
+    account, guild = e.group
+    return HiddenFallback(
+        completion_id=e.get("completion_id"),
+        line=e.line,
+        timestamp=e.ts,
+        target_session_key=e.get("target_session_key") or MISSING,
+        channel=e.get("channel") or MISSING,
+        account=account,
+        guild=guild,
+        requester_conversation_id=e.get("requester_conversation_id") or MISSING,
+        destination=e.get("destination"),
+        binding_id=binding.binding_id,
+        bound_conversation_id=binding.conversation_id or MISSING,
+        matched=matched,
+    )
+
+
+def _webhook_failure(e: _Entry) -> WebhookFailure:
+    account, guild = e.group
+    retryable = e.data.get("retryable")
+    return WebhookFailure(
+        completion_id=e.get("completion_id"),
+        line=e.line,
+        timestamp=e.ts,
+        account=account,
+        guild=guild,
+        destination=e.get("destination"),
+        binding_id=e.get("binding_id"),
+        error=e.get("error"),
+        retryable=retryable if isinstance(retryable, bool) else None,
+    )
+
+
+# -- rendering ----------------------------------------------------------------------
+
+
+def _counts(counter: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counter.items()) or "none"
+
+
+def _violation_lines(report: CanaryReport) -> list[str]:
+    lines = [f"VIOLATIONS: {report.violations}"]
+    for d in report.duplicates:
+        where = ", ".join(str(x) for x in d.destinations)
+        lines.append(
+            f"  DUPLICATE DELIVERY  completion {d.completion_id} delivered {d.count} times"
+            f" -> {where} (lines {', '.join(map(str, d.lines))})"
+        )
+    for h in report.hidden_fallbacks:
+        relation = "its conversation" if h.matched == "conversation" else "its parent"
+        lines.append(
+            f"  HIDDEN FALLBACK     completion {h.completion_id} (session {h.target_session_key})"
+            f" fell back to {h.destination} while binding {h.binding_id} was active on"
+            f" {h.channel}/{h.account} conversation {h.bound_conversation_id}"
+            f" (requester {h.requester_conversation_id} is {relation}; line {h.line})"
+        )
+    return lines
+
+
+def render_text(report: CanaryReport, *, source: str = "") -> str:
+    """The human summary: violations first, then per-group counts, then the verdict."""
+    out = [f"canary report{': ' + source if source else ''}"]
+    window = report.since.isoformat() if report.since else "the whole log"
+    out.append(f"window: since {window}" if report.since else f"window: {window}")
+    bad = report.malformed
+    numbers = ", ".join(map(str, bad.first_lines))
+    listed = f" (line{'s' if bad.count > 1 else ''} {numbers})" if bad.count else ""
+    out.append(
+        f"lines: {report.lines_read} read, {report.events_counted} events counted,"
+        f" {bad.count} malformed{listed}"
+    )
+    out += ["", *_violation_lines(report), ""]
+    for g in report.groups:
+        out.append(f"account {g.account}  guild {g.guild}")
+        out.append(f"  routing      by mode: {_counts(g.resolutions_by_mode)}")
+        out.append(f"               by reason: {_counts(g.resolutions_by_reason)}")
+        out.append(f"  deliveries   {_counts(g.deliveries_by_path)}")
+        out.append(f"  fallbacks    {g.fallbacks} ({_counts(g.fallbacks_by_reason)})")
+        out.append(f"  failures     {_counts(g.failures_by_path)}")
+        out.append(
+            f"  bindings     bound {g.bindings_bound}, unbound {g.bindings_unbound},"
+            f" expired: {_counts(g.expiries_by_reason)}"
+        )
+    if not report.groups:
+        out.append("no routing, delivery or binding events in the window")
+    out += ["", f"WEBHOOK FAILURES: {len(report.webhook_failures)}"]
+    for f in report.webhook_failures:
+        kind = "retryable" if f.retryable else "final"
+        out.append(
+            f"  completion {f.completion_id} -> {f.destination} (binding {f.binding_id}):"
+            f" {f.error} [{kind}, line {f.line}]"
+        )
+    verdict = (
+        f"FAIL: {report.violations} violation(s)" if report.violations else "OK: no violations"
+    )
+    out += ["", f"RESULT: {verdict}"]
+    return "\n".join(out) + "\n"
+
+
+def run_canary(
+    path: Path,
+    *,
+    since: timedelta | None,
+    as_json: bool,
+    out: TextIO,
+    now: datetime | None = None,
+) -> int:
+    """Report on ``path`` to ``out``; exit status 0 clean, 1 violations, 2 unreadable file."""
+    since_ts = (now or utcnow()) - since if since is not None else None
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            report = build_report(fh, since_ts=since_ts)
+    except OSError as exc:
+        out.write(f"canary: cannot read {path}: {exc.strerror or exc}\n")
+        return 2
+    if as_json:
+        out.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        out.write(render_text(report, source=str(path)))
+    return 1 if report.violations else 0

@@ -1,0 +1,515 @@
+"""structlog configuration: JSON lines for machines, a readable console for people.
+
+One pipeline serves both structlog loggers and stdlib loggers (``discord``,
+``discord.http``, ``aiohttp``): structlog events go through the shared processor
+chain and are handed to stdlib logging with
+:func:`structlog.stdlib.ProcessorFormatter.wrap_for_formatter`; foreign stdlib
+records run the same chain as ``foreign_pre_chain`` inside each handler's
+:class:`~structlog.stdlib.ProcessorFormatter`. So every line in the JSON file has
+the same envelope and, above all, passes the same :class:`RedactSecrets`.
+
+The envelope of every JSON line::
+
+    {"event": "routing.resolved", "level": "info", "logger": "threadbound.routing",
+     "timestamp": "2026-01-01T12:00:00.123456Z", ...fields, ...bound context}
+
+``timestamp`` is ISO-8601 in UTC, always with microseconds and a ``Z`` suffix
+(:data:`TIMESTAMP_FORMAT`); :mod:`core.canary` parses it with ``fromisoformat``.
+
+Order matters in the chain: exceptions are formatted to text *before* redaction
+so a secret inside a traceback is redacted like any other string.
+
+Turning logging off (benchmarks): ``configure_logging(enabled=False)`` installs
+no handlers, makes every structlog level a no-op method and raises the stdlib
+root level above ``CRITICAL``.
+
+Levels are fixed per configuration: loggers come from
+:func:`structlog.make_filtering_bound_logger`, whose disabled methods are a bare
+``return None``, and are cached on first use. Loggers handed out by
+:func:`get_logger` are reset when :func:`configure_logging` runs again; a
+logger you already ``bind()``-ed keeps the level it was created with.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, TextIO, cast
+
+import structlog
+from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
+
+__all__ = [
+    "CONTEXT_KEYS",
+    "REDACTED",
+    "TIMESTAMP_FORMAT",
+    "TIMESTAMP_KEY",
+    "RedactSecrets",
+    "bind_context",
+    "configure_logging",
+    "get_logger",
+    "is_secret_key",
+    "register_secret",
+    "reset_logging",
+    "shutdown_logging",
+]
+
+REDACTED: Final = "[redacted]"
+TIMESTAMP_KEY: Final = "timestamp"
+TIMESTAMP_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+"""ISO-8601 UTC, always with microseconds, so timestamps also sort as text."""
+CONTEXT_KEYS: Final = ("session_key", "binding_id", "account", "guild")
+"""Keys actors bind with :func:`bind_context`; the canary groups by account and guild."""
+
+DEFAULT_LOGGER_NAME: Final = "threadbound"
+MIN_SECRET_LENGTH: Final = 8
+"""Registered secrets shorter than this are ignored: they would redact ordinary words."""
+
+_SECRET_KEY_NAMES: Final = frozenset(
+    {
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "api_key",
+        "apikey",
+        "authorization",
+        "private_key",
+    }
+)
+_PROCESSOR_META_KEYS: Final = frozenset({"_record", "_from_structlog"})
+_SCALARS: Final = (int, float, bool, type(None))
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+# ---------------------------------------------------------------------------
+# Secret strings and the patterns that find them inside any string value.
+# Each alternative is "kept prefix" (a named group k_*) followed by the secret,
+# so the replacement is always prefix + REDACTED.
+_B64URL = r"A-Za-z0-9_\-"
+# A Discord bot token (or a JWT): three base64url parts, the first >= 20 chars.
+_TOKEN_SHAPE_RE: Final = (
+    rf"(?<![{_B64URL}])[{_B64URL}]{{20,}}\.[{_B64URL}]{{4,}}\.[{_B64URL}]{{16,}}(?![{_B64URL}])"
+)
+# Starts with a literal, so the regex engine jumps from dot to dot: a fast pre-check.
+_TOKEN_HINT: Final = re.compile(rf"\.[{_B64URL}]{{4,}}\.[{_B64URL}]{{16}}")
+_TRIGGERS: Final = (
+    "webhooks/",
+    "authoriz",
+    "bot ",
+    "bearer ",
+    "token",
+    "passw",
+    "secret",
+    "api_key",
+    "apikey",
+)
+"""Lower-case substrings one of which every fixed pattern needs (the token shape aside)."""
+_FIXED_PATTERNS: Final = (
+    # The token part of a webhook URL or path; the webhook id stays readable.
+    rf"(?P<k_webhook>(?<![A-Za-z0-9_])webhooks/\d+/)[{_B64URL}]+",
+    # An Authorization header or field, with or without an auth scheme.
+    r"(?P<k_auth>(?i:authorization)[\"']?\s*[:=]\s*[\"']?"
+    r"(?:(?:Bot|Bearer|Basic|bot|bearer|basic)\s+)?)[^\s\"',;}\]]+",
+    # `Bot <x>` / `Bearer <x>` where x looks like a credential, not a word.
+    r"(?P<k_scheme>(?:Bot|Bearer|bearer) +)"
+    r"(?=[A-Za-z0-9._\-+/=~]*[0-9_\-+/=~])[A-Za-z0-9._\-+/=~]{8,}",
+    # A secret-looking key inside text: `token=x`, `bot_token = x`, `'password': 'x'`.
+    r"(?P<k_kv>(?:(?<![A-Za-z0-9])(?:[A-Za-z0-9]+_)?(?i:token|password|passwd|secret|api_?key)"
+    r"\s*=\s*[\"']?|[\"'](?:[A-Za-z0-9]+_)?(?i:token|password|passwd|secret|api_?key)[\"']"
+    r"\s*:\s*[\"']?))[^\s\"',;&}\]]+",
+    _TOKEN_SHAPE_RE,
+)
+_KEPT_GROUPS: Final = ("k_webhook", "k_auth", "k_scheme", "k_kv")
+
+
+def _compile(secrets: Iterable[str]) -> re.Pattern[str]:
+    """One alternation, registered secrets first (longest first, so none is cut short)."""
+    literal = "|".join(re.escape(s) for s in sorted(set(secrets), key=len, reverse=True))
+    parts = ([f"(?:{literal})"] if literal else []) + list(_FIXED_PATTERNS)
+    return re.compile("|".join(parts))
+
+
+def _replace(match: re.Match[str]) -> str:
+    for name in _KEPT_GROUPS:
+        kept = match.group(name)
+        if kept is not None:
+            return kept + REDACTED
+    return REDACTED
+
+
+class _SecretRegistry:
+    """The exact secrets (bot tokens, API keys) the config layer registers at start-up.
+
+    Registration is rare and reads are hot, so readers compare a version number
+    and only recompile when it moved.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.secrets: frozenset[str] = frozenset()
+        self.version = 0
+
+    def add(self, value: str) -> bool:
+        if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH:
+            return False
+        with self._lock:
+            if value in self.secrets:
+                return False
+            self.secrets = self.secrets | {value}
+            self.version += 1
+        return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self.secrets = frozenset()
+            self.version += 1
+
+
+_REGISTRY = _SecretRegistry()
+
+
+def register_secret(value: str) -> bool:
+    """Redact ``value`` wherever it appears in any later log line.
+
+    The config layer calls this with bot tokens and provider API keys. Values
+    shorter than 8 characters are ignored (returns False) because redacting
+    them would mangle ordinary words.
+    """
+    return _REGISTRY.add(value)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a field name looks like it holds a secret.
+
+    Matches the names in ``_SECRET_KEY_NAMES`` exactly or as a ``_``-suffix
+    (``webhook_token``, ``client_secret``, ``apiKey``), case-insensitively.
+    ``max_tokens`` or ``token_count`` are not secret: usage figures must stay visible.
+    """
+    norm = _CAMEL.sub("_", key).lower().replace("-", "_")
+    if norm in _SECRET_KEY_NAMES:
+        return True
+    return any(norm.endswith("_" + name) for name in _SECRET_KEY_NAMES)
+
+
+class RedactSecrets:
+    """Processor: replace secrets in an event dict with ``"[redacted]"``.
+
+    (a) The value of any key that :func:`is_secret_key` flags, at any depth of
+    nested dicts and lists. (b) Inside every string value (the ``event`` message
+    and a formatted ``exception`` included): registered secrets, Discord
+    bot-token-shaped strings, ``Bot``/``Bearer`` credentials, ``Authorization``
+    values, webhook URL tokens and ``token=...``-style pairs. Other objects are
+    rendered with ``repr()`` first so nothing reaches the renderer unscanned.
+
+    Args:
+        secrets: exact strings to redact besides the registered ones.
+        use_registry: also redact what :func:`register_secret` registered.
+    """
+
+    def __init__(self, *, secrets: Iterable[str] = (), use_registry: bool = True) -> None:
+        self._own = frozenset(s for s in secrets if len(s) >= MIN_SECRET_LENGTH)
+        self._use_registry = use_registry
+        self._version = -1
+        self._secrets: tuple[str, ...] = tuple(self._own)
+        self._pattern = _compile(self._own)
+        self._key_cache: dict[str, bool] = {}
+
+    def _refresh(self) -> None:
+        if self._use_registry and self._version != _REGISTRY.version:
+            self._version = _REGISTRY.version
+            self._secrets = tuple(self._own | _REGISTRY.secrets)
+            self._pattern = _compile(self._secrets)
+
+    def _suspicious(self, text: str) -> bool:
+        """A cheap superset test of the full pattern: plain substring searches, in C."""
+        low = text.lower()
+        for trigger in _TRIGGERS:
+            if trigger in low:
+                return True
+        for secret in self._secrets:
+            if secret in text:
+                return True
+        return "." in text and _TOKEN_HINT.search(text) is not None
+
+    def _text(self, text: str) -> str:
+        if len(text) >= MIN_SECRET_LENGTH and self._suspicious(text):
+            return self._pattern.sub(_replace, text)
+        return text
+
+    def _secret_key(self, key: str) -> bool:
+        hit = self._key_cache.get(key)
+        if hit is None:
+            if len(self._key_cache) > 4096:
+                self._key_cache.clear()
+            hit = self._key_cache[key] = is_secret_key(key)
+        return hit
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self._text(value)
+        if isinstance(value, _SCALARS):
+            return value
+        if isinstance(value, Mapping):
+            return {
+                k: (
+                    REDACTED
+                    if isinstance(k, str) and self._secret_key(k) and v is not None
+                    else self._value(v)
+                )
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple | set | frozenset):
+            return [self._value(v) for v in value]
+        return self._text(repr(value))
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        self._refresh()
+        cache = self._key_cache
+        texts: list[str] = []
+        for key, value in event_dict.items():
+            if value is None or key in _PROCESSOR_META_KEYS:
+                continue
+            secret = cache.get(key)
+            if secret is None:
+                secret = self._secret_key(key)
+            if secret:
+                event_dict[key] = REDACTED
+            elif type(value) is str:
+                texts.append(value)
+            elif not isinstance(value, _SCALARS):
+                event_dict[key] = self._value(value)
+        # One pre-check over all strings: most lines hold ids and names and no secret.
+        if texts and self._suspicious("\x00".join(texts)):
+            for key, value in event_dict.items():
+                if type(value) is str and len(value) >= MIN_SECRET_LENGTH:
+                    event_dict[key] = self._pattern.sub(_replace, value)
+        return event_dict
+
+
+# ---------------------------------------------------------------------------
+# Configuration.
+
+_REDACT: Final = RedactSecrets()
+_TIMESTAMPER: Final = structlog.processors.TimeStamper(
+    fmt=TIMESTAMP_FORMAT, utc=True, key=TIMESTAMP_KEY
+)
+_ENVELOPE: Final[list[Processor]] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.processors.add_log_level,
+    structlog.stdlib.add_logger_name,
+]
+
+
+def _record_timestamp(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Stamp a stdlib record with its creation time, so every handler writes the same one."""
+    record = event_dict.get("_record")
+    if record is None:
+        return _TIMESTAMPER(logger, method_name, event_dict)
+    event_dict[TIMESTAMP_KEY] = datetime.fromtimestamp(record.created, UTC).strftime(
+        TIMESTAMP_FORMAT
+    )
+    return event_dict
+
+
+_FOREIGN_PRE_CHAIN: Final[list[Processor]] = [
+    *_ENVELOPE,
+    _record_timestamp,
+    structlog.processors.format_exc_info,
+    _REDACT,
+]
+_CHAIN: Final[tuple[Processor, ...]] = (
+    *_ENVELOPE,
+    _TIMESTAMPER,
+    structlog.processors.StackInfoRenderer(),
+    structlog.processors.format_exc_info,
+    _REDACT,
+    structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+)
+# One list object for the whole process, refilled rather than replaced: loggers
+# cached on first use and capture_logs() both hold a reference to it.
+_PROCESSORS: Final[list[Processor]] = list(_CHAIN)
+
+_installed: list[logging.Handler] = []
+_handed_out: weakref.WeakSet[Any] = weakref.WeakSet()
+_saved_root_level: int | None = None
+
+
+def _level_number(level: str) -> int:
+    number = logging.getLevelNamesMapping().get(level.strip().upper())
+    if number is None or level.strip().upper() == "NOTSET":
+        raise ValueError(
+            f"unknown log level {level!r}; use debug, info, warning, error or critical "
+            "(or configure_logging(enabled=False) to turn logging off)"
+        )
+    return number
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _formatter(renderer: Processor) -> logging.Formatter:
+    return structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        foreign_pre_chain=_FOREIGN_PRE_CHAIN,
+    )
+
+
+def _remove_handlers() -> None:
+    root = logging.getLogger()
+    while _installed:
+        handler = _installed.pop()
+        root.removeHandler(handler)
+        try:
+            handler.flush()
+        finally:
+            handler.close()
+
+
+def _reset_cached_loggers() -> None:
+    # BoundLoggerLazyProxy caches by shadowing its ``bind`` method with an
+    # instance attribute; dropping it makes the proxy read the new config.
+    for proxy in list(_handed_out):
+        proxy.__dict__.pop("bind", None)
+
+
+def configure_logging(
+    *,
+    level: str = "info",
+    json_path: Path | None = None,
+    console: bool = True,
+    console_stream: TextIO | None = None,
+    secrets: Iterable[str] = (),
+    enabled: bool = True,
+) -> None:
+    """Configure structlog and stdlib logging; safe to call again (it replaces itself).
+
+    Args:
+        level: minimum level for structlog and the stdlib root logger.
+        json_path: write one JSON object per line (UTF-8) here; parent dirs are
+            created; the file is appended to. ``None``: no JSON file.
+        console: also render readable lines to ``console_stream`` (default
+            stderr); colours only when the stream is a tty.
+        secrets: exact strings to redact everywhere (see :func:`register_secret`).
+        enabled: ``False`` turns logging off entirely (no handlers, every level
+            a no-op) for benchmarks.
+
+    Raises:
+        ValueError: ``level`` is not a known level name.
+    """
+    global _saved_root_level
+    number = _level_number(level)
+    for secret in secrets:
+        register_secret(secret)
+
+    _remove_handlers()
+    root = logging.getLogger()
+    if _saved_root_level is None:
+        _saved_root_level = root.level
+
+    handlers: list[logging.Handler] = []
+    if not enabled:
+        handlers.append(logging.NullHandler())
+    else:
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            file_handler = logging.FileHandler(json_path, mode="a", encoding="utf-8")
+            file_handler.setFormatter(
+                _formatter(structlog.processors.JSONRenderer(ensure_ascii=False))
+            )
+            handlers.append(file_handler)
+        if console:
+            stream = console_stream if console_stream is not None else sys.stderr
+            console_handler = logging.StreamHandler(stream)
+            console_handler.setFormatter(
+                _formatter(structlog.dev.ConsoleRenderer(colors=_is_tty(stream)))
+            )
+            handlers.append(console_handler)
+    for handler in handlers:
+        root.addHandler(handler)
+        _installed.append(handler)
+    root.setLevel(number if enabled else logging.CRITICAL + 1)
+
+    _PROCESSORS[:] = _CHAIN
+    structlog.configure(
+        processors=_PROCESSORS,
+        wrapper_class=structlog.make_filtering_bound_logger(
+            number if enabled else logging.CRITICAL
+        ),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        context_class=dict,
+        cache_logger_on_first_use=True,
+    )
+    _reset_cached_loggers()
+
+
+def shutdown_logging() -> None:
+    """Flush and close the handlers :func:`configure_logging` installed (at bot exit)."""
+    _remove_handlers()
+
+
+def reset_logging() -> None:
+    """Undo :func:`configure_logging`: close its handlers, restore structlog's defaults.
+
+    Tests call this in teardown so one test's level or file never leaks into
+    the next one's ``capture_logs()``. Registered secrets are forgotten too.
+    """
+    global _saved_root_level
+    _remove_handlers()
+    if _saved_root_level is not None:
+        logging.getLogger().setLevel(_saved_root_level)
+        _saved_root_level = None
+    structlog.reset_defaults()
+    # Loggers structlog cached while configured keep our list: give it the defaults.
+    _PROCESSORS[:] = structlog.get_config()["processors"]
+    structlog.configure(processors=_PROCESSORS)
+    _REGISTRY.clear()
+    _reset_cached_loggers()
+
+
+def get_logger(name: str | None = None) -> FilteringBoundLogger:
+    """A structlog logger named ``name`` (default ``"threadbound"``).
+
+    Cheap to keep at module level: it is built on first use, cached, and reset
+    when logging is reconfigured.
+    """
+    proxy = structlog.get_logger(name or DEFAULT_LOGGER_NAME)
+    _handed_out.add(proxy)
+    return cast(FilteringBoundLogger, proxy)
+
+
+@contextmanager
+def bind_context(
+    *,
+    session_key: str | None = None,
+    binding_id: str | None = None,
+    account: str | None = None,
+    guild: str | None = None,
+    **fields: Any,
+) -> Iterator[None]:
+    """Bind context fields for every log line in this block, across awaits.
+
+    Wraps :func:`structlog.contextvars.bound_contextvars`, so nested blocks
+    and concurrent tasks each see their own values and leaving the block
+    restores the previous ones. ``None`` values are not bound (an outer value
+    stays visible); fields an event passes explicitly win over context.
+    """
+    known = {
+        "session_key": session_key,
+        "binding_id": binding_id,
+        "account": account,
+        "guild": guild,
+    }
+    values = {k: v for k, v in {**known, **fields}.items() if v is not None}
+    with structlog.contextvars.bound_contextvars(**values):
+        yield
