@@ -1,0 +1,83 @@
+"""The port a channel implements so the binding service can act on it.
+
+The service owns records, indexes and persistence; an adapter owns what
+happens in the channel: opening a conversation (a Discord thread) when the
+caller did not name one, and the intro / farewell messages. Keeping the two
+apart is what lets the core stay free of any channel library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
+
+from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.errors import BindingError
+
+__all__ = ["AdapterRegistry", "ChannelAdapter"]
+
+
+@runtime_checkable
+class ChannelAdapter(Protocol):
+    """Channel side effects for one (channel, account)."""
+
+    @property
+    def channel(self) -> str: ...
+
+    @property
+    def account_id(self) -> str: ...
+
+    async def create_conversation(
+        self,
+        requested: ConversationRef,
+        *,
+        target_session_key: str,
+        metadata: dict[str, Any],
+    ) -> ConversationRef:
+        """Open a new conversation under ``requested.parent_conversation_id``.
+
+        Called only when ``requested.conversation_id`` is empty. Returns the ref
+        of what was created; raising aborts the bind with nothing recorded.
+        """
+        ...
+
+    async def on_bound(self, record: SessionBindingRecord) -> None:
+        """Announce the binding in the conversation (the intro). Failures are logged, not fatal."""
+        ...
+
+    async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:
+        """Say goodbye in the conversation, with the reason. Failures are logged, not fatal."""
+        ...
+
+
+class AdapterRegistry:
+    """Exactly one adapter per (channel, account_id).
+
+    Registering a second adapter for the same pair is an error unless
+    ``replace=True``: a silent second instance is how a stale token kept being
+    used after a manager was re-created upstream.
+    """
+
+    def __init__(self) -> None:
+        self._adapters: dict[tuple[str, str], ChannelAdapter] = {}
+
+    def register(self, adapter: ChannelAdapter, *, replace: bool = False) -> None:
+        key = (adapter.channel.lower(), adapter.account_id)
+        if key in self._adapters and not replace and self._adapters[key] is not adapter:
+            raise BindingError(
+                f"an adapter for {key[0]}/{key[1]} is already registered; "
+                "reuse it, or pass replace=True to swap it"
+            )
+        self._adapters[key] = adapter
+
+    def unregister(self, channel: str, account_id: str, /) -> None:
+        self._adapters.pop((channel.lower(), account_id), None)
+
+    def get(self, channel: str, account_id: str, /) -> ChannelAdapter | None:
+        return self._adapters.get((channel.lower(), account_id))
+
+    def __iter__(self) -> Iterator[ChannelAdapter]:
+        return iter(self._adapters.values())
+
+    def __len__(self) -> int:
+        return len(self._adapters)

@@ -1,0 +1,507 @@
+"""SessionBindingService: which session is bound to which conversation.
+
+Guarantees, in the order callers rely on them:
+
+- Reads (``list_by_session``, ``resolve_by_conversation``, ``get``) are dict
+  lookups on in-memory indexes, rebuilt from the store by :meth:`start`.
+- ``bind`` and ``unbind`` return only after the change is committed. A
+  conversation has at most one live binding: in one process the reservation
+  set refuses the second caller at once; across processes the store's partial
+  unique index does.
+- ``touch`` is synchronous and cheap: it updates memory and queues the time;
+  :meth:`flush_touches` writes every queued binding once, however many touches
+  it had, and :meth:`close` flushes, so a clean shutdown loses no activity.
+- Ended bindings leave the indexes but stay in the store as history.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from core import log_events
+from core.bindings.adapter import AdapterRegistry, ChannelAdapter
+from core.bindings.records import (
+    BindingTargetKind,
+    ConversationKey,
+    ConversationRef,
+    SessionBindingRecord,
+)
+from core.clock import Clock, SystemClock
+from core.errors import BindingError, ConversationAlreadyBound, StoreError
+from core.logging import get_logger
+from core.store.binding_repository import BindingRepository
+from core.store.database import Database
+
+__all__ = ["LifecycleDefaults", "SessionBindingService"]
+
+LifecycleDefaults = Callable[[ConversationRef], tuple[int, int]]
+"""``conversation -> (idle_timeout_ms, max_age_ms)``, from the resolved flags; 0 = never."""
+
+_log = get_logger("core.bindings")
+
+
+def _log_fields(record: SessionBindingRecord) -> dict[str, Any]:
+    """The identity fields every binding.* event carries."""
+    guild = record.metadata.get("guild_id")
+    return {
+        "binding_id": record.binding_id,
+        "target_session_key": record.target_session_key,
+        "channel": record.conversation.channel,
+        "account": record.conversation.account_id,
+        "conversation_id": record.conversation.conversation_id,
+        "guild": str(guild) if guild is not None else None,
+    }
+
+
+def _no_expiry(_conversation: ConversationRef) -> tuple[int, int]:
+    return (0, 0)
+
+
+class SessionBindingService:
+    """Owns binding records, their indexes and their persistence."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        adapters: AdapterRegistry | None = None,
+        clock: Clock | None = None,
+        lifecycle_defaults: LifecycleDefaults = _no_expiry,
+    ) -> None:
+        self._db = database
+        self.adapters = adapters if adapters is not None else AdapterRegistry()
+        self.clock: Clock = clock or SystemClock()
+        self._lifecycle_defaults = lifecycle_defaults
+        self._by_id: dict[str, SessionBindingRecord] = {}
+        self._by_conversation: dict[ConversationKey, str] = {}
+        self._by_session: dict[str, tuple[SessionBindingRecord, ...]] = {}
+        self._reserved: set[ConversationKey] = set()
+        self._pending_touches: dict[str, datetime] = {}
+
+    # -- start-up and shutdown -------------------------------------------------
+
+    async def start(self) -> int:
+        """Rebuild the indexes from the store; returns how many live bindings were loaded."""
+        async with self._db.transaction() as session:
+            records = await BindingRepository(session).load_live()
+        self._by_id.clear()
+        self._by_conversation.clear()
+        self._by_session.clear()
+        by_session: dict[str, list[SessionBindingRecord]] = {}
+        for record in records:
+            self._by_id[record.binding_id] = record
+            self._by_conversation[record.conversation.key] = record.binding_id
+            by_session.setdefault(record.target_session_key, []).append(record)
+        self._by_session = {key: tuple(items) for key, items in by_session.items()}
+        return len(records)
+
+    async def close(self) -> None:
+        """Write pending touches. Call on shutdown, before the database closes."""
+        await self.flush_touches()
+
+    # -- reads: memory only ----------------------------------------------------
+
+    def list_by_session(self, target_session_key: str, /) -> tuple[SessionBindingRecord, ...]:
+        """Live (active or ending) bindings of a session, oldest first."""
+        return self._by_session.get(target_session_key, ())
+
+    def resolve_by_conversation(self, ref: ConversationRef, /) -> SessionBindingRecord | None:
+        """The live binding of this exact conversation, if any."""
+        binding_id = self._by_conversation.get(ref.key)
+        return self._by_id.get(binding_id) if binding_id else None
+
+    def get(self, binding_id: str, /) -> SessionBindingRecord | None:
+        return self._by_id.get(binding_id)
+
+    def live(self) -> Iterable[SessionBindingRecord]:
+        """Every live binding (a snapshot, safe to iterate while binding)."""
+        return tuple(self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    # -- bind ------------------------------------------------------------------
+
+    async def bind(
+        self,
+        target_session_key: str,
+        target_kind: BindingTargetKind,
+        conversation: ConversationRef,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = None,
+        bound_by: str | None = None,
+        *,
+        idle_timeout_ms: int | None = None,
+        max_age_ms: int | None = None,
+    ) -> SessionBindingRecord:
+        """Bind a session to a conversation, creating the conversation when its id is empty.
+
+        ``ttl_ms`` is a hard lifetime for this binding and takes the place of the
+        configured max age; idle timeout and max age default to the resolved flags.
+
+        Raises:
+            BindingError: bad arguments, or no adapter can create the conversation.
+            ConversationAlreadyBound: the conversation already has a live binding.
+            StoreError: the store did not commit; nothing was bound.
+        """
+        if not target_session_key.strip():
+            raise BindingError("bind needs a non-empty target session key")
+        if target_kind not in ("subagent", "session"):
+            raise BindingError(f"target kind must be 'subagent' or 'session', not {target_kind!r}")
+        if ttl_ms is not None and ttl_ms <= 0:
+            raise BindingError(f"ttl_ms must be positive, not {ttl_ms}")
+        metadata = dict(metadata or {})
+        adapter = self.adapters.get(conversation.channel, conversation.account_id)
+        if not conversation.conversation_id:
+            conversation = await self._create_conversation(
+                adapter, conversation, target_session_key, metadata
+            )
+
+        key = conversation.key
+        if key in self._by_conversation or key in self._reserved:
+            owner = self.resolve_by_conversation(conversation)
+            raise ConversationAlreadyBound(
+                conversation.describe(), owner.target_session_key if owner else None
+            )
+        self._reserved.add(key)
+        try:
+            record = self._new_record(
+                target_session_key,
+                target_kind,
+                conversation,
+                metadata,
+                bound_by,
+                ttl_ms=ttl_ms,
+                idle_timeout_ms=idle_timeout_ms,
+                max_age_ms=max_age_ms,
+            )
+            await self._insert(record)
+            self._index(record)
+        finally:
+            self._reserved.discard(key)
+
+        log_events.binding_bound(
+            _log,
+            **_log_fields(record),
+            parent_conversation_id=record.conversation.parent_conversation_id,
+            target_kind=record.target_kind,
+            bound_by=record.bound_by,
+            expires_at=record.expires_at,
+        )
+        if adapter is not None:
+            await self._side_effect("on_bound", adapter.on_bound(record), record)
+        return record
+
+    async def _create_conversation(
+        self,
+        adapter: ChannelAdapter | None,
+        requested: ConversationRef,
+        target_session_key: str,
+        metadata: dict[str, Any],
+    ) -> ConversationRef:
+        if adapter is None:
+            raise BindingError(
+                f"no adapter is registered for {requested.channel}/{requested.account_id}, "
+                "so a new conversation cannot be created; pass an existing conversation id"
+            )
+        created = await adapter.create_conversation(
+            requested, target_session_key=target_session_key, metadata=metadata
+        )
+        if not created.conversation_id:
+            raise BindingError(
+                f"the {requested.channel} adapter created a conversation without an id"
+            )
+        return created
+
+    def _new_record(
+        self,
+        target_session_key: str,
+        target_kind: BindingTargetKind,
+        conversation: ConversationRef,
+        metadata: dict[str, Any],
+        bound_by: str | None,
+        *,
+        ttl_ms: int | None,
+        idle_timeout_ms: int | None,
+        max_age_ms: int | None,
+    ) -> SessionBindingRecord:
+        default_idle, default_max_age = self._lifecycle_defaults(conversation)
+        idle = default_idle if idle_timeout_ms is None else idle_timeout_ms
+        max_age = ttl_ms if ttl_ms is not None else default_max_age
+        if max_age_ms is not None and ttl_ms is None:
+            max_age = max_age_ms
+        now = self.clock.now()
+        return SessionBindingRecord(
+            binding_id=uuid.uuid4().hex,
+            target_session_key=target_session_key,
+            target_kind=target_kind,
+            conversation=conversation,
+            status="active",
+            bound_at=now,
+            expires_at=now + timedelta(milliseconds=max_age) if max_age else None,
+            metadata=metadata,
+            bound_by=bound_by,
+            last_activity_at=now,
+            idle_timeout_ms=idle,
+            max_age_ms=max_age,
+        )
+
+    async def _insert(self, record: SessionBindingRecord) -> None:
+        try:
+            async with self._db.transaction() as session:
+                await BindingRepository(session).insert(record)
+        except IntegrityError as exc:
+            # Another process bound the same conversation first.
+            raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"could not record the binding of {record.conversation.describe()}: "
+                f"{type(exc).__name__}; nothing was bound"
+            ) from exc
+
+    # -- unbind ----------------------------------------------------------------
+
+    async def unbind(
+        self,
+        binding_id: str | None = None,
+        target_session_key: str | None = None,
+        *,
+        reason: str,
+    ) -> list[SessionBindingRecord]:
+        """End one binding (by id) or every binding of a session; returns what ended.
+
+        Nothing live to end is not an error: the result is empty, which makes
+        a retried unbind, or one racing the sweeper, harmless.
+        """
+        if binding_id is None and target_session_key is None:
+            raise BindingError("unbind needs a binding_id or a target_session_key")
+        if not reason:
+            raise BindingError("unbind needs a reason; it is shown in the farewell and the logs")
+        if binding_id is not None:
+            record = self._by_id.get(binding_id)
+            targets = [record] if record and record.status == "active" else []
+            if target_session_key is not None:
+                targets = [r for r in targets if r.target_session_key == target_session_key]
+        else:
+            assert target_session_key is not None
+            targets = [r for r in self.list_by_session(target_session_key) if r.status == "active"]
+        ended: list[SessionBindingRecord] = []
+        for record in targets:
+            result = await self._end(record, reason)
+            if result is not None:
+                ended.append(result)
+        return ended
+
+    async def _end(
+        self,
+        record: SessionBindingRecord,
+        reason: str,
+        *,
+        idle_before: datetime | None = None,
+        expired: bool = False,
+    ) -> SessionBindingRecord | None:
+        """Persist the end of one live binding, then drop it from the indexes.
+
+        While the write is in flight the record is ``ending``, so the router
+        no longer resolves it. With ``idle_before`` the write is conditional on
+        no activity since then (the sweeper's re-check against other processes);
+        ``None`` is returned when that condition fails and the binding stays.
+        """
+        ending = record.model_copy(update={"status": "ending"})
+        self._replace(ending)
+        pending = self._pending_touches.pop(record.binding_id, None)
+        now = self.clock.now()
+        try:
+            async with self._db.transaction() as session:
+                done = await BindingRepository(session).end(
+                    record.binding_id,
+                    at=now,
+                    reason=reason,
+                    last_activity_at=pending or record.last_activity_at,
+                    idle_before=idle_before,
+                )
+        except SQLAlchemyError as exc:
+            self._replace(record)
+            if pending is not None:
+                self._pending_touches.setdefault(record.binding_id, pending)
+            raise StoreError(
+                f"could not record the end of binding {record.binding_id}: "
+                f"{type(exc).__name__}; it is still bound"
+            ) from exc
+        if not done:
+            await self._refresh_from_store(record)
+            return None
+        self._unindex(record)
+        ended = record.model_copy(update={"status": "ended"})
+        if expired:
+            log_events.binding_expired(_log, **_log_fields(ended), reason=reason)  # type: ignore[arg-type]
+        else:
+            log_events.binding_unbound(
+                _log,
+                **_log_fields(ended),
+                parent_conversation_id=ended.conversation.parent_conversation_id,
+                reason=reason,
+            )
+        adapter = self.adapters.get(record.conversation.channel, record.conversation.account_id)
+        if adapter is not None:
+            await self._side_effect("on_unbound", adapter.on_unbound(ended, reason), ended)
+        return ended
+
+    async def _refresh_from_store(self, record: SessionBindingRecord) -> None:
+        """Another process touched or ended this binding: adopt the store's view."""
+        async with self._db.transaction() as session:
+            fresh = await BindingRepository(session).get(record.binding_id)
+        if fresh is None or fresh.status == "ended":
+            self._unindex(record)
+        else:
+            self._replace(fresh)
+
+    # -- activity --------------------------------------------------------------
+
+    def touch(self, binding_id: str, /, at: datetime | None = None) -> bool:
+        """Record activity now (or at ``at``); False when the binding is not live.
+
+        Never moves ``last_activity_at`` backwards. The write is deferred to
+        :meth:`flush_touches`, which coalesces every touch of a binding into one.
+        """
+        record = self._by_id.get(binding_id)
+        if record is None or record.status != "active":
+            return False
+        at = at or self.clock.now()
+        if record.last_activity_at is not None and at <= record.last_activity_at:
+            return True
+        self._replace(record.model_copy(update={"last_activity_at": at}))
+        self._pending_touches[binding_id] = at
+        return True
+
+    @property
+    def pending_touches(self) -> int:
+        return len(self._pending_touches)
+
+    async def flush_touches(self) -> int:
+        """Write queued activity times, one row update per binding; returns how many."""
+        if not self._pending_touches:
+            return 0
+        batch, self._pending_touches = self._pending_touches, {}
+        try:
+            async with self._db.transaction() as session:
+                await BindingRepository(session).touch_many(batch)
+        except SQLAlchemyError:
+            for binding_id, at in batch.items():
+                newer = self._pending_touches.get(binding_id)
+                self._pending_touches[binding_id] = max(at, newer) if newer else at
+            _log.warning("binding.touch_flush_failed", bindings=len(batch), exc_info=True)
+            return 0
+        return len(batch)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def expiry_reason(self, record: SessionBindingRecord, now: datetime) -> str | None:
+        """``idle-expired`` / ``max-age-expired`` for whichever deadline passed first."""
+        deadlines: list[tuple[datetime, str]] = []
+        if record.idle_timeout_ms:
+            last = record.last_activity_at or record.bound_at
+            deadlines.append(
+                (last + timedelta(milliseconds=record.idle_timeout_ms), "idle-expired")
+            )
+        if record.expires_at is not None:
+            deadlines.append((record.expires_at, "max-age-expired"))
+        elif record.max_age_ms:
+            deadline = record.bound_at + timedelta(milliseconds=record.max_age_ms)
+            deadlines.append((deadline, "max-age-expired"))
+        passed = [d for d in deadlines if d[0] <= now]
+        return min(passed)[1] if passed else None
+
+    async def expire_due(self) -> list[SessionBindingRecord]:
+        """One sweep: end every binding past its idle or max-age deadline.
+
+        Candidates are chosen first, then each is re-read from memory right
+        before it is ended, because a touch may land while an earlier candidate's
+        farewell is being sent; an idle expiry is also conditional in the store,
+        so activity written by another process keeps the binding too.
+        """
+        now = self.clock.now()
+        candidates = [r.binding_id for r in self.live() if self.expiry_reason(r, now)]
+        expired: list[SessionBindingRecord] = []
+        for binding_id in candidates:
+            record = self._by_id.get(binding_id)
+            if record is None or record.status != "active":
+                continue
+            now = self.clock.now()
+            reason = self.expiry_reason(record, now)
+            if reason is None:
+                continue
+            idle_before = None
+            if reason == "idle-expired":
+                idle_before = now - timedelta(milliseconds=record.idle_timeout_ms)
+            ended = await self._end(record, reason, idle_before=idle_before, expired=True)
+            if ended is not None:
+                expired.append(ended)
+        return expired
+
+    async def run_maintenance(self, *, touch_flush_seconds: float, sweep_seconds: float) -> None:
+        """Flush touches and sweep expiries forever, on this service's clock.
+
+        Meant to run as one task owned by the application; cancel it on
+        shutdown and then call :meth:`close` for the final flush.
+        """
+        next_sweep = 0.0
+        while True:
+            await self.clock.sleep(touch_flush_seconds)
+            await self.flush_touches()
+            next_sweep += touch_flush_seconds
+            if next_sweep >= sweep_seconds:
+                next_sweep = 0.0
+                try:
+                    await self.expire_due()
+                except StoreError:
+                    _log.warning("binding.sweep_failed", exc_info=True)
+
+    # -- index upkeep ----------------------------------------------------------
+
+    def _index(self, record: SessionBindingRecord) -> None:
+        self._by_id[record.binding_id] = record
+        self._by_conversation[record.conversation.key] = record.binding_id
+        key = record.target_session_key
+        self._by_session[key] = (*self._by_session.get(key, ()), record)
+
+    def _replace(self, record: SessionBindingRecord) -> None:
+        self._by_id[record.binding_id] = record
+        key = record.target_session_key
+        self._by_session[key] = tuple(
+            record if r.binding_id == record.binding_id else r
+            for r in self._by_session.get(key, ())
+        )
+
+    def _unindex(self, record: SessionBindingRecord) -> None:
+        self._by_id.pop(record.binding_id, None)
+        if self._by_conversation.get(record.conversation.key) == record.binding_id:
+            del self._by_conversation[record.conversation.key]
+        key = record.target_session_key
+        remaining = tuple(
+            r for r in self._by_session.get(key, ()) if r.binding_id != record.binding_id
+        )
+        if remaining:
+            self._by_session[key] = remaining
+        else:
+            self._by_session.pop(key, None)
+        self._pending_touches.pop(record.binding_id, None)
+
+    async def _side_effect(self, what: str, call: Any, record: SessionBindingRecord) -> None:
+        """Run an adapter side effect; its failure never undoes the committed change."""
+        try:
+            await call
+        except Exception:
+            _log.warning(
+                "binding.adapter_failed",
+                step=what,
+                binding_id=record.binding_id,
+                channel=record.conversation.channel,
+                account=record.conversation.account_id,
+                exc_info=True,
+            )

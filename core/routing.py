@@ -1,0 +1,179 @@
+"""BoundDeliveryRouter: where a completion goes, decided apart from what it says.
+
+The router only chooses a destination; rendering and sending are later,
+separate steps (a routing invariant). It reads bindings through
+``service.list_by_session`` alone, and it re-checks every binding it is
+given: an ended, ending or expired binding never resolves, whatever the
+service returned.
+
+Resolution order and reason codes (SPEC.md):
+
+1. no target session key                      -> fallback ``missing-target-session``
+2. no live binding for the session            -> fallback ``no-active-binding``
+3. no requester: exactly one live binding     -> bound    ``single-active-binding``
+                 several                      -> fallback ``ambiguous-without-requester``
+4. requester lacks channel/account/conversation -> fallback ``invalid-requester``
+5. on the requester's channel + account: the binding of the requester's own
+   conversation, else one whose parent is the requester (the most recently
+   active if several), else the only binding on that channel + account
+                                              -> bound    ``requester-match``
+6. exactly one live binding elsewhere and not fail_closed
+                                              -> bound    ``single-active-binding-fallback``
+7. otherwise                                  -> fallback ``no-requester-match``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from core import log_events
+from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.clock import Clock, SystemClock
+from core.logging import get_logger
+
+__all__ = [
+    "BindingLookup",
+    "BoundDeliveryRouter",
+    "DeliveryMode",
+    "DeliveryResolution",
+    "ResolutionReason",
+]
+
+DeliveryMode = Literal["bound", "fallback"]
+ResolutionReason = Literal[
+    "missing-target-session",
+    "no-active-binding",
+    "single-active-binding",
+    "ambiguous-without-requester",
+    "invalid-requester",
+    "requester-match",
+    "single-active-binding-fallback",
+    "no-requester-match",
+]
+
+_log = get_logger("core.routing")
+
+
+class BindingLookup(Protocol):
+    """The one read the router needs from a binding service."""
+
+    def list_by_session(self, target_session_key: str, /) -> Sequence[SessionBindingRecord]: ...
+
+
+class DeliveryResolution(BaseModel):
+    """The router's answer: a binding to deliver to (mode ``bound``) or none (``fallback``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    binding: SessionBindingRecord | None
+    mode: DeliveryMode
+    reason: ResolutionReason
+
+
+class BoundDeliveryRouter:
+    """Resolves the destination of a session's completion; pure apart from one log line."""
+
+    def __init__(self, service: BindingLookup, *, clock: Clock | None = None) -> None:
+        self._service = service
+        self._clock: Clock = clock or SystemClock()
+
+    def resolve_destination(
+        self,
+        *,
+        target_session_key: str | None,
+        requester: ConversationRef | None = None,
+        fail_closed: bool = True,
+        event_kind: Literal["task_completion"] = "task_completion",
+    ) -> DeliveryResolution:
+        """Choose where a completion of ``target_session_key`` must be delivered.
+
+        ``fail_closed=True`` forbids the last-resort jump to a single binding on
+        another channel or account; the caller then delivers to the requester.
+        """
+        binding, mode, reason = self._resolve(target_session_key, requester, fail_closed)
+        where = binding.conversation if binding else requester
+        log_events.routing_resolved(
+            _log,
+            event_kind=event_kind,
+            target_session_key=target_session_key,
+            mode=mode,
+            reason=reason,
+            fail_closed=fail_closed,
+            binding_id=binding.binding_id if binding else None,
+            channel=where.channel if where else None,
+            account=where.account_id if where else None,
+            conversation_id=binding.conversation.conversation_id if binding else None,
+            requester_conversation_id=requester.conversation_id if requester else None,
+            guild=_guild(binding),
+        )
+        return DeliveryResolution(binding=binding, mode=mode, reason=reason)
+
+    def _resolve(
+        self,
+        target_session_key: str | None,
+        requester: ConversationRef | None,
+        fail_closed: bool,
+    ) -> tuple[SessionBindingRecord | None, DeliveryMode, ResolutionReason]:
+        if not target_session_key:
+            return None, "fallback", "missing-target-session"
+        now = self._clock.now()
+        live = [b for b in self._service.list_by_session(target_session_key) if b.is_live(now)]
+        if not live:
+            return None, "fallback", "no-active-binding"
+        if requester is None:
+            if len(live) == 1:
+                return live[0], "bound", "single-active-binding"
+            return None, "fallback", "ambiguous-without-requester"
+        if not (requester.channel and requester.account_id and requester.conversation_id):
+            return None, "fallback", "invalid-requester"
+
+        match = _match_requester(live, requester)
+        if match is not None:
+            return match, "bound", "requester-match"
+        if len(live) == 1 and not fail_closed:
+            return live[0], "bound", "single-active-binding-fallback"
+        return None, "fallback", "no-requester-match"
+
+
+def _match_requester(
+    live: list[SessionBindingRecord], requester: ConversationRef
+) -> SessionBindingRecord | None:
+    """Exact conversation, then a child of the requester, then the only one on its account.
+
+    Several children of the requester (one session bound in two threads of the
+    same channel) resolve to the most recently active one rather than to the
+    requester: delivering to the parent there would hide a bound destination.
+    """
+    same_account = [
+        b
+        for b in live
+        if b.conversation.channel == requester.channel
+        and b.conversation.account_id == requester.account_id
+    ]
+    if not same_account:
+        return None
+    for binding in same_account:
+        if binding.conversation.conversation_id == requester.conversation_id:
+            return binding
+    children = [
+        b
+        for b in same_account
+        if b.conversation.parent_conversation_id == requester.conversation_id
+    ]
+    if children:
+        return max(children, key=_recency)
+    if len(same_account) == 1:
+        return same_account[0]
+    return None
+
+
+def _guild(binding: SessionBindingRecord | None) -> str | None:
+    guild = binding.metadata.get("guild_id") if binding else None
+    return str(guild) if guild is not None else None
+
+
+def _recency(binding: SessionBindingRecord) -> tuple[object, ...]:
+    return (binding.last_activity_at or binding.bound_at, binding.bound_at, binding.binding_id)
