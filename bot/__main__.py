@@ -1,0 +1,76 @@
+"""``python -m bot``: run the bot, or read its logs.
+
+    python -m bot [--config PATH]                      run every configured account
+    python -m bot canary LOGFILE [--since 2h] [--json] the canary report
+
+Configuration is validated here, once, before anything connects: a bad file
+ends the process with one readable line and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from core.canary import parse_duration, run_canary
+from core.config import load_config
+from core.errors import ThreadboundError
+
+EXIT_USAGE = 2
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bot", description="Run the threadbound bot.")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="config file (default: ./config.toml if present)"
+    )
+    return parser
+
+
+def _canary_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bot canary",
+        description="Summarise routing and delivery outcomes from a JSON log; "
+        "exit 1 on a duplicate delivery or a hidden fallback.",
+    )
+    parser.add_argument("logfile", type=Path, help="JSON lines log written by the bot")
+    parser.add_argument("--since", default=None, help="only count the last DURATION (90s, 2h, 7d)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    return parser
+
+
+def canary_main(argv: list[str]) -> int:
+    args = _canary_parser().parse_args(argv)
+    try:
+        since = parse_duration(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"canary: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_canary(args.logfile, since=since, as_json=args.json, out=sys.stdout)
+
+
+def run_main(argv: list[str]) -> int:
+    from bot.app import run_bot
+
+    args = _run_parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+        return asyncio.run(run_bot(config))
+    except ThreadboundError as exc:
+        print(f"threadbound: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "canary":
+        return canary_main(argv[1:])
+    return run_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Running the bot: every account's client, the binding maintenance, clean shutdown.
+
+Shutdown order matters: first the clients disconnect (no new work arrives),
+then the maintenance task stops, then pending touches are flushed and the
+store is closed. SIGINT and SIGTERM both take that path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+import discord
+import structlog
+
+from bot.client import ThreadboundClient
+from bot.wiring import Services, build_services
+from core.config import Config
+from core.errors import ThreadboundError
+from core.logging import configure_logging, shutdown_logging
+
+__all__ = ["MissingToken", "run_bot"]
+
+_log = structlog.get_logger("bot.app")
+
+
+class MissingToken(ThreadboundError):
+    """No bot token is set for an account; the message names the variable."""
+
+    def __init__(self, account_id: str, variable: str) -> None:
+        self.account_id = account_id
+        self.variable = variable
+        super().__init__(
+            f"no Discord bot token for account {account_id!r}: set the environment "
+            f"variable {variable} (the account's token_env in config.toml)"
+        )
+
+
+def _tokens(config: Config) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    for account_id in config.account_ids():
+        token = config.account_token(account_id)
+        if not token:
+            raise MissingToken(account_id, config.token_env(account_id))
+        tokens[account_id] = token
+    return tokens
+
+
+async def run_bot(config: Config) -> int:
+    """Run until a signal or a fatal Discord error; returns the exit status."""
+    tokens = _tokens(config)
+    configure_logging(
+        level=config.logging.level,
+        json_path=config.json_log_path(),
+        console=config.logging.console,
+        secrets=tokens.values(),
+    )
+    services = await build_services(config)
+    try:
+        return await _serve(services, tokens)
+    finally:
+        await services.close()
+        _log.info("bot.stopped")
+        shutdown_logging()
+
+
+async def _serve(services: Services, tokens: dict[str, str]) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+    clients = [ThreadboundClient(account, services) for account in tokens]
+    settings = services.config.bindings
+    status = 0
+    try:
+        async with asyncio.TaskGroup() as group:
+            maintenance = group.create_task(
+                services.bindings.run_maintenance(
+                    touch_flush_seconds=settings.touch_flush_seconds,
+                    sweep_seconds=settings.sweep_interval_seconds,
+                )
+            )
+            runs = [group.create_task(c.start(tokens[c.account_id])) for c in clients]
+            _log.info("bot.starting", accounts=list(tokens), live_bindings=len(services.bindings))
+            waiter = group.create_task(stop.wait())
+            await asyncio.wait([waiter, *runs], return_when=asyncio.FIRST_COMPLETED)
+            for client in clients:
+                await client.close()
+            maintenance.cancel()
+            waiter.cancel()
+    except* discord.LoginFailure:
+        _log.error("bot.login_failed", hint="Discord rejected a bot token; check token_env")
+        status = 1
+    except* discord.PrivilegedIntentsRequired:
+        _log.error(
+            "bot.intents_refused",
+            hint="enable the Message Content intent for the bot in the Discord developer portal",
+        )
+        status = 1
+    return status
