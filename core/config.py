@@ -74,7 +74,7 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = "config.toml"
 DEFAULTS_SOURCE = "<defaults>"
-STORE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "apikey"})
 _SECRET_KEY_PAIRS = frozenset({("api", "key"), ("private", "key"), ("webhook", "url")})
@@ -85,17 +85,18 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class StoreConfig(TomlTable):
     """``[store]``: where bindings and session events are persisted."""
 
-    url: str = "sqlite+aiosqlite:///threadbound.db"
+    url: str = "sqlite:///threadbound.db"
     busy_timeout_ms: int = Field(default=5000, gt=0)
 
     @field_validator("url")
     @classmethod
     def _supported_url(cls, value: str) -> str:
-        """Only the two async drivers we test are accepted, and no password in the file."""
+        """Only the drivers we test are accepted, and no password in the file."""
         scheme = value.split("://", 1)[0] if "://" in value else ""
         if scheme not in STORE_SCHEMES:
             raise invalid_value(
-                "an async SQLAlchemy URL starting with sqlite+aiosqlite:// or postgresql+asyncpg://",
+                "a SQLAlchemy URL starting with sqlite://, sqlite+aiosqlite:// "
+                "or postgresql+asyncpg://",
                 f"got scheme {scheme!r}" if scheme else "no scheme",
             )
         try:
@@ -167,8 +168,8 @@ class Config(TomlTable):
     def store_url(self) -> str:
         """The store URL with a relative SQLite path made absolute against ``base_dir``."""
         url = self.store.url
-        prefix = "sqlite+aiosqlite:///"
-        if not url.startswith(prefix):
+        prefix = next((p for p in ("sqlite:///", "sqlite+aiosqlite:///") if url.startswith(p)), "")
+        if not prefix:
             return url
         database, sep, query = url[len(prefix) :].partition("?")
         if database in ("", ":memory:") or database.startswith(("/", "file:")):

@@ -55,6 +55,7 @@ __all__ = [
     "bind_context",
     "configure_logging",
     "get_logger",
+    "is_enabled",
     "is_secret_key",
     "register_secret",
     "reset_logging",
@@ -439,6 +440,7 @@ def configure_logging(
         root.addHandler(handler)
         _installed.append(handler)
     root.setLevel(number if enabled else logging.CRITICAL + 1)
+    _set_min_level(number if enabled else logging.CRITICAL + 1)
 
     _PROCESSORS[:] = _CHAIN
     structlog.configure(
@@ -470,11 +472,29 @@ def reset_logging() -> None:
         logging.getLogger().setLevel(_saved_root_level)
         _saved_root_level = None
     structlog.reset_defaults()
+    _set_min_level(logging.NOTSET)
     # Loggers structlog cached while configured keep our list: give it the defaults.
     _PROCESSORS[:] = structlog.get_config()["processors"]
     structlog.configure(processors=_PROCESSORS)
     _REGISTRY.clear()
     _reset_cached_loggers()
+
+
+_min_level = logging.NOTSET
+
+
+def _set_min_level(level: int) -> None:
+    global _min_level
+    _min_level = level
+
+
+def is_enabled(level: int = logging.INFO) -> bool:
+    """Whether a line at ``level`` would be written: one comparison, for hot paths.
+
+    A hot path checks this before building an event's fields, so a resolution
+    with logging off costs nothing for the log line it does not write.
+    """
+    return level >= _min_level
 
 
 def get_logger(name: str | None = None) -> FilteringBoundLogger:

@@ -24,15 +24,14 @@ Resolution order and reason codes (SPEC.md):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict
+from typing import Literal, NamedTuple, Protocol
 
 from core import log_events
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.clock import Clock, SystemClock
-from core.logging import get_logger
+from core.logging import get_logger, is_enabled
 
 __all__ = [
     "BindingLookup",
@@ -63,10 +62,13 @@ class BindingLookup(Protocol):
     def list_by_session(self, target_session_key: str, /) -> Sequence[SessionBindingRecord]: ...
 
 
-class DeliveryResolution(BaseModel):
-    """The router's answer: a binding to deliver to (mode ``bound``) or none (``fallback``)."""
+class DeliveryResolution(NamedTuple):
+    """The router's answer: a binding to deliver to (mode ``bound``) or none (``fallback``).
 
-    model_config = ConfigDict(frozen=True)
+    An immutable named tuple rather than a pydantic model: it is built once per
+    resolution on the hot path (at a third of a frozen dataclass's cost) and
+    never validated from outside input.
+    """
 
     binding: SessionBindingRecord | None
     mode: DeliveryMode
@@ -93,53 +95,49 @@ class BoundDeliveryRouter:
         ``fail_closed=True`` forbids the last-resort jump to a single binding on
         another channel or account; the caller then delivers to the requester.
         """
-        binding, mode, reason = self._resolve(target_session_key, requester, fail_closed)
-        where = binding.conversation if binding else requester
-        log_events.routing_resolved(
-            _log,
-            event_kind=event_kind,
-            target_session_key=target_session_key,
-            mode=mode,
-            reason=reason,
-            fail_closed=fail_closed,
-            binding_id=binding.binding_id if binding else None,
-            channel=where.channel if where else None,
-            account=where.account_id if where else None,
-            conversation_id=binding.conversation.conversation_id if binding else None,
-            requester_conversation_id=requester.conversation_id if requester else None,
-            guild=_guild(binding),
-        )
-        return DeliveryResolution(binding=binding, mode=mode, reason=reason)
+        resolution = self._resolve(target_session_key, requester, fail_closed)
+        if is_enabled(logging.INFO):
+            _log_resolution(resolution, event_kind, target_session_key, requester, fail_closed)
+        return resolution
 
     def _resolve(
         self,
         target_session_key: str | None,
         requester: ConversationRef | None,
         fail_closed: bool,
-    ) -> tuple[SessionBindingRecord | None, DeliveryMode, ResolutionReason]:
+    ) -> DeliveryResolution:
         if not target_session_key:
-            return None, "fallback", "missing-target-session"
-        now = self._clock.now()
-        live = [b for b in self._service.list_by_session(target_session_key) if b.is_live(now)]
+            return DeliveryResolution(None, "fallback", "missing-target-session")
+        live = self._live(self._service.list_by_session(target_session_key))
         if not live:
-            return None, "fallback", "no-active-binding"
+            return DeliveryResolution(None, "fallback", "no-active-binding")
         if requester is None:
             if len(live) == 1:
-                return live[0], "bound", "single-active-binding"
-            return None, "fallback", "ambiguous-without-requester"
+                return DeliveryResolution(live[0], "bound", "single-active-binding")
+            return DeliveryResolution(None, "fallback", "ambiguous-without-requester")
         if not (requester.channel and requester.account_id and requester.conversation_id):
-            return None, "fallback", "invalid-requester"
+            return DeliveryResolution(None, "fallback", "invalid-requester")
 
         match = _match_requester(live, requester)
         if match is not None:
-            return match, "bound", "requester-match"
+            return DeliveryResolution(match, "bound", "requester-match")
         if len(live) == 1 and not fail_closed:
-            return live[0], "bound", "single-active-binding-fallback"
-        return None, "fallback", "no-requester-match"
+            return DeliveryResolution(live[0], "bound", "single-active-binding-fallback")
+        return DeliveryResolution(None, "fallback", "no-requester-match")
+
+    def _live(self, bindings: Sequence[SessionBindingRecord]) -> Sequence[SessionBindingRecord]:
+        """Active, unexpired bindings; the clock is read only if a deadline exists."""
+        for binding in bindings:
+            if binding.status != "active" or binding.expires_at is not None:
+                break
+        else:
+            return bindings
+        now = self._clock.now()
+        return [b for b in bindings if b.is_live(now)]
 
 
 def _match_requester(
-    live: list[SessionBindingRecord], requester: ConversationRef
+    live: Sequence[SessionBindingRecord], requester: ConversationRef
 ) -> SessionBindingRecord | None:
     """Exact conversation, then a child of the requester, then the only one on its account.
 
@@ -147,33 +145,50 @@ def _match_requester(
     same channel) resolve to the most recently active one rather than to the
     requester: delivering to the parent there would hide a bound destination.
     """
-    same_account = [
-        b
-        for b in live
-        if b.conversation.channel == requester.channel
-        and b.conversation.account_id == requester.account_id
-    ]
-    if not same_account:
-        return None
-    for binding in same_account:
-        if binding.conversation.conversation_id == requester.conversation_id:
+    channel, account, wanted = requester.channel, requester.account_id, requester.conversation_id
+    same_account: list[SessionBindingRecord] = []
+    children: list[SessionBindingRecord] = []
+    for binding in live:
+        conv = binding.conversation
+        if conv.channel != channel or conv.account_id != account:
+            continue
+        if conv.conversation_id == wanted:
             return binding
-    children = [
-        b
-        for b in same_account
-        if b.conversation.parent_conversation_id == requester.conversation_id
-    ]
+        same_account.append(binding)
+        if conv.parent_conversation_id == wanted:
+            children.append(binding)
     if children:
-        return max(children, key=_recency)
+        return children[0] if len(children) == 1 else max(children, key=_recency)
     if len(same_account) == 1:
         return same_account[0]
     return None
 
 
-def _guild(binding: SessionBindingRecord | None) -> str | None:
-    guild = binding.metadata.get("guild_id") if binding else None
-    return str(guild) if guild is not None else None
-
-
 def _recency(binding: SessionBindingRecord) -> tuple[object, ...]:
     return (binding.last_activity_at or binding.bound_at, binding.bound_at, binding.binding_id)
+
+
+def _log_resolution(
+    resolution: DeliveryResolution,
+    event_kind: str,
+    target_session_key: str | None,
+    requester: ConversationRef | None,
+    fail_closed: bool,
+) -> None:
+    binding = resolution.binding
+    where = binding.conversation if binding else requester
+    guild = binding.metadata.get("guild_id") if binding else None
+    log_events.routing_resolved(
+        _log,
+        event_kind=event_kind,
+        target_session_key=target_session_key,
+        mode=resolution.mode,
+        reason=resolution.reason,
+        fail_closed=fail_closed,
+        binding_id=binding.binding_id if binding else None,
+        channel=where.channel if where else None,
+        account=where.account_id if where else None,
+        conversation_id=binding.conversation.conversation_id if binding else None,
+        requester_conversation_id=requester.conversation_id if requester else None,
+        guild=str(guild) if guild is not None else None,
+    )

@@ -1,4 +1,4 @@
-"""Shared fixtures. Every store test runs on SQLite and on PostgreSQL."""
+"""Shared fixtures. Every store test runs on SQLite (both drivers) and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from core.store import Database
 from tests.fixtures.stores import StoreFactory, store_factory
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["sqlite", "aiosqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     """A function that opens the test's store; call it twice to simulate a restart."""
     async with store_factory(request.param, tmp_path) as factory:

@@ -7,6 +7,7 @@ Field names follow SPEC.md; only the seed's fields are required.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from typing import Any, Literal
 
@@ -46,7 +47,15 @@ class ConversationRef(BaseModel):
     @field_validator("channel")
     @classmethod
     def _lower_channel(cls, value: str) -> str:
-        return value.strip().lower()
+        return sys.intern(value.strip().lower())
+
+    @field_validator("account_id")
+    @classmethod
+    def _intern_account(cls, value: str) -> str:
+        # A handful of channels and accounts are shared by every binding: one
+        # string each saves memory and turns the router's comparisons into
+        # identity checks.
+        return sys.intern(value)
 
     @property
     def key(self) -> ConversationKey:

@@ -16,6 +16,7 @@ Guarantees, in the order callers rely on them:
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core import log_events
+from core._gc import bulk_allocation
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
 from core.bindings.records import (
     BindingTargetKind,
@@ -87,18 +89,24 @@ class SessionBindingService:
 
     async def start(self) -> int:
         """Rebuild the indexes from the store; returns how many live bindings were loaded."""
-        async with self._db.transaction() as session:
-            records = await BindingRepository(session).load_live()
-        self._by_id.clear()
-        self._by_conversation.clear()
-        self._by_session.clear()
-        by_session: dict[str, list[SessionBindingRecord]] = {}
-        for record in records:
-            self._by_id[record.binding_id] = record
-            self._by_conversation[record.conversation.key] = record.binding_id
-            by_session.setdefault(record.target_session_key, []).append(record)
-        self._by_session = {key: tuple(items) for key, items in by_session.items()}
+        with bulk_allocation():
+            records = await self._db.run(lambda conn: BindingRepository(conn).load_live())
+            self._rebuild_indexes(records)
         return len(records)
+
+    def _rebuild_indexes(self, records: list[SessionBindingRecord]) -> None:
+        self._by_id = {record.binding_id: record for record in records}
+        self._by_conversation = {
+            (conv.channel, conv.account_id, conv.conversation_id): record.binding_id
+            for record in records
+            for conv in (record.conversation,)
+        }
+        by_session: dict[str, tuple[SessionBindingRecord, ...]] = {}
+        for record in records:
+            key = record.target_session_key
+            earlier = by_session.get(key)
+            by_session[key] = (record,) if earlier is None else (*earlier, record)
+        self._by_session = by_session
 
     async def close(self) -> None:
         """Write pending touches. Call on shutdown, before the database closes."""
@@ -180,8 +188,9 @@ class SessionBindingService:
                 idle_timeout_ms=idle_timeout_ms,
                 max_age_ms=max_age_ms,
             )
-            await self._insert(record)
-            self._index(record)
+            # Shielded: once the row is on its way to the store, a cancelled
+            # caller must not leave the store and the indexes disagreeing.
+            await asyncio.shield(self._insert_and_index(record))
         finally:
             self._reserved.discard(key)
 
@@ -251,10 +260,9 @@ class SessionBindingService:
             max_age_ms=max_age,
         )
 
-    async def _insert(self, record: SessionBindingRecord) -> None:
+    async def _insert_and_index(self, record: SessionBindingRecord) -> None:
         try:
-            async with self._db.transaction() as session:
-                await BindingRepository(session).insert(record)
+            await self._db.run(lambda conn: BindingRepository(conn).insert(record))
         except IntegrityError as exc:
             # Another process bound the same conversation first.
             raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
@@ -263,6 +271,7 @@ class SessionBindingService:
                 f"could not record the binding of {record.conversation.describe()}: "
                 f"{type(exc).__name__}; nothing was bound"
             ) from exc
+        self._index(record)
 
     # -- unbind ----------------------------------------------------------------
 
@@ -305,6 +314,20 @@ class SessionBindingService:
         idle_before: datetime | None = None,
         expired: bool = False,
     ) -> SessionBindingRecord | None:
+        # Shielded: a cancelled caller must not strand a binding half-ended
+        # (``ending`` in memory, ended in the store, no farewell).
+        return await asyncio.shield(
+            self._end_now(record, reason, idle_before=idle_before, expired=expired)
+        )
+
+    async def _end_now(
+        self,
+        record: SessionBindingRecord,
+        reason: str,
+        *,
+        idle_before: datetime | None,
+        expired: bool,
+    ) -> SessionBindingRecord | None:
         """Persist the end of one live binding, then drop it from the indexes.
 
         While the write is in flight the record is ``ending``, so the router
@@ -317,14 +340,15 @@ class SessionBindingService:
         pending = self._pending_touches.pop(record.binding_id, None)
         now = self.clock.now()
         try:
-            async with self._db.transaction() as session:
-                done = await BindingRepository(session).end(
+            done = await self._db.run(
+                lambda conn: BindingRepository(conn).end(
                     record.binding_id,
                     at=now,
                     reason=reason,
                     last_activity_at=pending or record.last_activity_at,
                     idle_before=idle_before,
                 )
+            )
         except SQLAlchemyError as exc:
             self._replace(record)
             if pending is not None:
@@ -354,8 +378,7 @@ class SessionBindingService:
 
     async def _refresh_from_store(self, record: SessionBindingRecord) -> None:
         """Another process touched or ended this binding: adopt the store's view."""
-        async with self._db.transaction() as session:
-            fresh = await BindingRepository(session).get(record.binding_id)
+        fresh = await self._db.run(lambda conn: BindingRepository(conn).get(record.binding_id))
         if fresh is None or fresh.status == "ended":
             self._unindex(record)
         else:
@@ -389,8 +412,7 @@ class SessionBindingService:
             return 0
         batch, self._pending_touches = self._pending_touches, {}
         try:
-            async with self._db.transaction() as session:
-                await BindingRepository(session).touch_many(batch)
+            await self._db.run(lambda conn: BindingRepository(conn).touch_many(batch))
         except SQLAlchemyError:
             for binding_id, at in batch.items():
                 newer = self._pending_touches.get(binding_id)

@@ -1,29 +1,38 @@
-"""Opening the database: one async engine, tuned per dialect.
+"""Opening the database engine, tuned per dialect.
 
-SQLite is the embedded default; each connection gets WAL (readers never block
-the writer), a busy timeout (a second process waits instead of failing), foreign
-keys (off by default in SQLite) and ``synchronous=FULL`` so a committed bind
-survives a power cut, not just a crash. PostgreSQL through asyncpg is the
-scale-out store for several bot processes.
+SQLite is the embedded default; every connection gets WAL (readers never block
+the writer), a busy timeout (a second process waits instead of failing),
+foreign keys (off by default in SQLite) and ``synchronous=FULL`` so a committed
+bind survives a power cut, not just a crash. Writers take ``BEGIN IMMEDIATE``
+so two of them queue on the busy timeout instead of failing when one upgrades
+a read lock. PostgreSQL through asyncpg is the scale-out store.
+
+Three URL schemes are accepted:
+
+- ``sqlite:///path`` (default): SQLAlchemy's synchronous pysqlite engine, driven
+  from one dedicated thread by :class:`core.store.database.Database`;
+- ``sqlite+aiosqlite:///path``: the asyncio engine over aiosqlite;
+- ``postgresql+asyncpg://user@host/db``: the asyncio engine over asyncpg.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, event
+from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from core.errors import StoreError
 
-__all__ = ["SQLITE_PRAGMAS", "create_engine", "redacted_url"]
+__all__ = ["SUPPORTED_DRIVERS", "create_engine", "parse_url", "redacted_url", "sqlite_pragmas"]
 
-SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "postgresql+asyncpg")
+SUPPORTED_DRIVERS = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
 
 
-def SQLITE_PRAGMAS(busy_timeout_ms: int) -> tuple[str, ...]:
+def sqlite_pragmas(busy_timeout_ms: int) -> tuple[str, ...]:
     """The pragmas every SQLite connection runs; the benchmark's raw baseline uses the same."""
     return (
         "PRAGMA journal_mode=WAL",
@@ -41,14 +50,8 @@ def redacted_url(url: str) -> str:
         return "<unparseable store url>"
 
 
-def create_engine(
-    url: str, *, busy_timeout_ms: int = 5000, pg_schema: str | None = None, echo: bool = False
-) -> AsyncEngine:
-    """Build the async engine for ``url`` or raise a StoreError saying what is accepted.
-
-    ``pg_schema`` puts every table of a PostgreSQL store in that schema (it must
-    exist); several deployments, or test runs, can then share one database.
-    """
+def parse_url(url: str) -> URL:
+    """Parse and check a store URL, or raise a StoreError saying what is accepted."""
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -58,34 +61,49 @@ def create_engine(
             f"store url uses driver {parsed.drivername!r}; "
             f"use one of {', '.join(SUPPORTED_DRIVERS)}"
         )
-    kwargs: dict[str, Any] = {"echo": echo}
+    return parsed
+
+
+def create_engine(
+    url: str, *, busy_timeout_ms: int = 5000, pg_schema: str | None = None
+) -> Engine | AsyncEngine:
+    """Build the engine for ``url``: synchronous for ``sqlite://``, asyncio otherwise.
+
+    ``pg_schema`` puts every table of a PostgreSQL store in that schema (it must
+    exist); several deployments, or test runs, can then share one database.
+    """
+    parsed = parse_url(url)
     if parsed.drivername.startswith("sqlite"):
-        # sqlite3's own transaction handling fights SQLAlchemy's; let SQLAlchemy
-        # issue BEGIN itself (the pattern from SQLAlchemy's pysqlite docs).
-        kwargs["connect_args"] = {"isolation_level": None}
-    else:
-        kwargs["pool_pre_ping"] = True
-        if pg_schema:
-            kwargs["connect_args"] = {"server_settings": {"search_path": pg_schema}}
-    engine = create_async_engine(url, **kwargs)
-    if parsed.drivername.startswith("sqlite"):
-        _install_sqlite_pragmas(engine, busy_timeout_ms)
-    return engine
+        # sqlite3's own implicit transactions fight SQLAlchemy's; turn them off
+        # and issue BEGIN ourselves (the pattern from SQLAlchemy's pysqlite docs).
+        connect_args: dict[str, Any] = {"isolation_level": None}
+        if parsed.drivername == "sqlite":
+            # One dedicated thread uses the connections, but it is not the thread
+            # that opened the pool's first connection during start-up checks.
+            connect_args["check_same_thread"] = False
+            engine: Engine | AsyncEngine = create_sync_engine(parsed, connect_args=connect_args)
+            sync = engine
+        else:
+            engine = create_async_engine(parsed, connect_args=connect_args)
+            sync = engine.sync_engine
+        _install_sqlite_pragmas(sync, busy_timeout_ms)
+        return engine
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if pg_schema:
+        kwargs["connect_args"] = {"server_settings": {"search_path": pg_schema}}
+    return create_async_engine(parsed, **kwargs)
 
 
-def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout_ms: int) -> None:
-    pragmas = SQLITE_PRAGMAS(busy_timeout_ms)
+def _install_sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
+    pragmas = sqlite_pragmas(busy_timeout_ms)
 
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         for pragma in pragmas:
             cursor.execute(pragma)
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # With the driver's autocommit on, start transactions explicitly; IMMEDIATE
-        # takes the write lock up front so two writers queue on busy_timeout instead
-        # of failing with "database is locked" when one upgrades a read lock.
         conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -2,8 +2,8 @@
 
 Why not Alembic: the schema is small, must run identically on SQLite and
 PostgreSQL, and must be checked at every start-up without a separate command.
-A list of numbered steps, each run in its own transaction and recorded in
-``schema_version``, gives that with nothing to configure.
+A list of numbered steps, each run in its own transaction together with its
+``schema_version`` row, gives that with nothing to configure.
 
 Rules for adding a step: append, never edit or reorder a released step; a step
 creates or alters only the tables it names (never ``create_all``), so replaying
@@ -12,11 +12,11 @@ the list on an empty database always yields the current schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, func, inspect, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from core.clock import utcnow
 from core.errors import SchemaVersionError
@@ -39,42 +39,51 @@ def _v1_bindings(conn: Connection) -> None:
 MIGRATIONS: tuple[Migration, ...] = (Migration(1, "session bindings", _v1_bindings),)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
-
-def _version_table_exists(conn: Connection) -> bool:
-    return inspect(conn).has_table(SchemaVersionRow.__tablename__)
+_VERSIONS = SchemaVersionRow.__table__  # type: ignore[attr-defined]
 
 
-async def current_version(engine: AsyncEngine) -> int:
+class _Runner(Protocol):
+    def run(self, fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]: ...
+
+
+def _read_version(conn: Connection) -> int:
+    if not inspect(conn).has_table(_VERSIONS.name):
+        return 0
+    return conn.execute(select(func.max(_VERSIONS.c.version))).scalar() or 0
+
+
+def _ensure_version_table(conn: Connection) -> None:
+    _VERSIONS.create(conn, checkfirst=True)
+
+
+def _apply(conn: Connection, step: Migration) -> None:
+    # Re-check inside the step's transaction: another process may have applied it.
+    if _read_version(conn) >= step.version:
+        return
+    step.apply(conn)
+    conn.execute(
+        _VERSIONS.insert().values(
+            version=step.version, description=step.description, applied_at=utcnow()
+        )
+    )
+
+
+async def current_version(database: _Runner) -> int:
     """The database's schema version; 0 for an empty database."""
-    async with engine.connect() as conn:
-        if not await conn.run_sync(_version_table_exists):
-            return 0
-        result = await conn.execute(select(func.max(SchemaVersionRow.version)))
-        return result.scalar() or 0
+    return await database.run(_read_version)
 
 
-async def migrate(engine: AsyncEngine) -> int:
+async def migrate(database: _Runner) -> int:
     """Bring the database to :data:`SCHEMA_VERSION`; refuse a newer database.
 
     Each step commits with its ``schema_version`` row, so a crash between
     steps leaves a database at a known version that the next start finishes.
     """
-    async with engine.begin() as conn:
-        if not await conn.run_sync(_version_table_exists):
-            await conn.run_sync(
-                lambda sync: SchemaVersionRow.__table__.create(sync, checkfirst=True)  # type: ignore[attr-defined]
-            )
-    found = await current_version(engine)
+    await database.run(_ensure_version_table)
+    found = await current_version(database)
     if found > SCHEMA_VERSION:
         raise SchemaVersionError(found, SCHEMA_VERSION)
     for step in MIGRATIONS:
-        if step.version <= found:
-            continue
-        async with engine.begin() as conn:
-            await conn.run_sync(step.apply)
-            await conn.execute(
-                SchemaVersionRow.__table__.insert().values(  # type: ignore[attr-defined]
-                    version=step.version, description=step.description, applied_at=utcnow()
-                )
-            )
+        if step.version > found:
+            await database.run(_apply, step)
     return SCHEMA_VERSION

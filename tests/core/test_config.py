@@ -72,7 +72,7 @@ class TestDefaults:
         assert config.base_dir == tmp_path
         assert config.account_ids() == ("default",)
         assert config.token_env("default") == "DISCORD_TOKEN"
-        assert config.store.url == "sqlite+aiosqlite:///threadbound.db"
+        assert config.store.url == "sqlite:///threadbound.db"
         assert config.store.busy_timeout_ms == 5000
         assert config.bindings.touch_flush_seconds == 5.0
         assert config.bindings.sweep_interval_seconds == 60.0
@@ -625,7 +625,7 @@ class TestPaths:
         """With no config file the default database lands in the cwd."""
         monkeypatch.chdir(tmp_path)
         config = load_config(env={})
-        assert config.store_url() == f"sqlite+aiosqlite:///{tmp_path.as_posix()}/threadbound.db"
+        assert config.store_url() == f"sqlite:///{tmp_path.as_posix()}/threadbound.db"
 
     @pytest.mark.parametrize(
         "url",

@@ -33,9 +33,8 @@ async def service_on(
 
 
 async def stored_rows(db: Database) -> list[dict]:
-    async with db.transaction() as session:
-        result = await session.execute(select(BindingRow.__table__))
-        return [dict(row._mapping) for row in result.all()]
+    rows = await db.run(lambda conn: conn.execute(select(BindingRow.__table__)).all())
+    return [dict(row._mapping) for row in rows]
 
 
 class TestBindAndRestart:
@@ -333,8 +332,9 @@ async def test_history_kept(database: Database, clock: FakeClock) -> None:
     for i in range(3):
         b = await service.bind("s1", "session", conv(f"t{i}"))
         await service.unbind(b.binding_id, reason="done")
-    async with database.transaction() as session:
-        count = (await session.execute(select(func.count()).select_from(BindingRow))).scalar()
+    count = await database.run(
+        lambda conn: conn.execute(select(func.count()).select_from(BindingRow)).scalar()
+    )
     assert count == 3
     assert await service.start() == 0
 

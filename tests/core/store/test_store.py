@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import Connection, select, text
+from sqlalchemy.orm import Session
 
 from core.errors import SchemaVersionError, StoreError
 from core.store import SCHEMA_VERSION, Database, current_version, open_database
@@ -17,30 +18,33 @@ from tests.fixtures.stores import StoreFactory
 class TestMigrations:
     async def test_fresh_store_is_current(self, database: Database) -> None:
         """Opening an empty database applies every migration once."""
-        assert await current_version(database.engine) == SCHEMA_VERSION
-        async with database.transaction() as session:
-            rows = (await session.execute(select(SchemaVersionRow.version))).scalars().all()
+        assert await current_version(database) == SCHEMA_VERSION
+        rows = await database.run(
+            lambda conn: conn.execute(select(SchemaVersionRow.version)).scalars().all()
+        )
         assert rows == list(range(1, SCHEMA_VERSION + 1))
 
     async def test_reopen_applies_nothing(self, open_store: StoreFactory) -> None:
         """A second start finds the schema current and leaves it alone."""
         await open_store()
         db = await open_store()
-        async with db.transaction() as session:
-            count = (await session.execute(text("SELECT count(*) FROM schema_version"))).scalar()
+        count = await db.run(
+            lambda conn: conn.execute(text("SELECT count(*) FROM schema_version")).scalar()
+        )
         assert count == SCHEMA_VERSION
 
     async def test_newer_database_is_refused(self, open_store: StoreFactory) -> None:
         """A database written by a newer threadbound stops start-up with both versions named."""
         db = await open_store()
-        async with db.transaction() as session:
-            await session.execute(
+        await db.run(
+            lambda conn: conn.execute(
                 SchemaVersionRow.__table__.insert().values(
                     version=SCHEMA_VERSION + 1,
                     description="from the future",
                     applied_at=datetime.now(timezone.utc),  # noqa: UP017
                 )
             )
+        )
         with pytest.raises(SchemaVersionError) as err:
             await open_store()
         assert f"schema version {SCHEMA_VERSION + 1}" in str(err.value)
@@ -51,22 +55,30 @@ class TestTimestamps:
     async def test_round_trip_is_aware_utc(self, database: Database) -> None:
         """A timestamp written in any zone reads back as the same instant in UTC."""
         paris = datetime(2026, 6, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
-        async with database.transaction() as session:
-            session.add(
-                BindingRow(
-                    binding_id="b1",
-                    target_session_key="s",
-                    target_kind="session",
-                    channel="discord",
-                    account_id="main",
-                    conversation_id="1",
-                    status="active",
-                    bound_at=paris,
-                    guild_id=2**62,
+
+        def write(conn: Connection) -> None:
+            with Session(conn) as session:
+                session.add(
+                    BindingRow(
+                        binding_id="b1",
+                        target_session_key="s",
+                        target_kind="session",
+                        channel="discord",
+                        account_id="main",
+                        conversation_id="1",
+                        status="active",
+                        bound_at=paris,
+                        guild_id=2**62,
+                    )
                 )
-            )
-        async with database.transaction() as session:
-            row = (await session.execute(select(BindingRow))).scalar_one()
+                session.flush()
+
+        def read(conn: Connection) -> BindingRow:
+            with Session(conn) as session:
+                return session.execute(select(BindingRow)).scalar_one()
+
+        await database.run(write)
+        row = await database.run(read)
         assert row.bound_at == paris
         assert row.bound_at.utcoffset() == timedelta(0)
         assert row.guild_id == 2**62
@@ -74,36 +86,47 @@ class TestTimestamps:
     async def test_naive_datetime_is_refused(self, database: Database) -> None:
         """A naive datetime is a caller bug and never reaches the database."""
         with pytest.raises(Exception, match="naive datetime"):
-            async with database.transaction() as session:
-                await session.execute(
+            await database.run(
+                lambda conn: conn.execute(
                     SchemaVersionRow.__table__.insert().values(
                         version=99,
                         description="x",
                         applied_at=datetime(2026, 1, 1),  # noqa: DTZ001 - naive on purpose
                     )
                 )
+            )
 
 
 class TestSqlite:
     async def test_pragmas(self, tmp_path: Path) -> None:
         """Every SQLite connection runs with WAL, a busy timeout, foreign keys and full sync."""
-        db = await open_database(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", busy_timeout_ms=1234)
-        try:
-            async with db.engine.connect() as conn:
-                values = [
-                    (await conn.execute(text(f"PRAGMA {name}"))).scalar()
-                    for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
-                ]
-        finally:
-            await db.close()
-        assert values == ["wal", 1234, 1, 2]
+        values = []
+        for scheme in ("sqlite", "sqlite+aiosqlite"):
+            db = await open_database(f"{scheme}:///{tmp_path / scheme}.db", busy_timeout_ms=1234)
+            try:
+                values.append(
+                    await db.run(
+                        lambda conn: [
+                            conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+                            for name in (
+                                "journal_mode",
+                                "busy_timeout",
+                                "foreign_keys",
+                                "synchronous",
+                            )
+                        ]
+                    )
+                )
+            finally:
+                await db.close()
+        assert values == [["wal", 1234, 1, 2]] * 2
 
     @pytest.mark.parametrize(
         ("url", "message"),
         [
             (
                 "mysql+aiomysql://root@localhost/x",
-                r"use one of sqlite\+aiosqlite, postgresql\+asyncpg",
+                r"use one of sqlite, sqlite\+aiosqlite, postgresql\+asyncpg",
             ),
             ("not a url", "is not a database URL"),
         ],

@@ -1,0 +1,126 @@
+"""``python -m bot`` as a user runs it: clear one-line errors, canary exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bot(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
+    environment["PYTHONPATH"] = str(ROOT)
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+class TestRun:
+    def test_missing_token_names_the_variable(self, tmp_path: Path) -> None:
+        """Without a token the bot stops with exit 2 and says which variable to set."""
+        result = run_bot(cwd=tmp_path)
+        assert result.returncode == 2
+        assert "set the environment variable DISCORD_TOKEN" in result.stderr
+        assert "Traceback" not in result.stderr
+
+    def test_bad_config_is_one_line(self, tmp_path: Path) -> None:
+        """An unknown key stops start-up with one line naming file and key path."""
+        config = tmp_path / "config.toml"
+        config.write_text("[channels.discord.threadBindings]\nspawnSubagentSesions = true\n")
+        result = run_bot("--config", str(config), cwd=tmp_path)
+        assert result.returncode == 2
+        assert "Traceback" not in result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1
+        assert str(config) in lines[0]
+        assert "channels.discord.threadBindings.spawnSubagentSesions" in lines[0]
+
+    def test_secret_in_config_not_echoed(self, tmp_path: Path) -> None:
+        """A token pasted into the file is refused without being repeated."""
+        config = tmp_path / "config.toml"
+        config.write_text('[channels.discord.accounts.main]\ntoken = "MTIz.secret-value-123"\n')
+        result = run_bot("--config", str(config), cwd=tmp_path)
+        assert result.returncode == 2
+        assert "secret-value-123" not in result.stderr + result.stdout
+
+
+def log_line(event: str, minute: int, **fields: object) -> str:
+    stamp = f"2026-01-01T00:{minute:02d}:00.000000Z"
+    return json.dumps({"event": event, "timestamp": stamp, "level": "info", **fields})
+
+
+class TestCanary:
+    def test_violations_exit_1_and_are_named(self, tmp_path: Path) -> None:
+        """A duplicate delivery and a hidden fallback make the report exit 1 naming both."""
+        binding = {
+            "binding_id": "bind-7",
+            "target_session_key": "agent:1",
+            "target_kind": "subagent",
+            "channel": "discord",
+            "account": "main",
+            "conversation_id": "t1",
+            "parent_conversation_id": "p1",
+            "bound_by": "u1",
+            "expires_at": None,
+        }
+        sent = {
+            "completion_id": "done-42",
+            "path": "webhook",
+            "mode": "bound",
+            "binding_id": "bind-7",
+            "target_session_key": "agent:1",
+            "channel": "discord",
+            "account": "main",
+            "destination": "t1",
+        }
+        fallback = {
+            "completion_id": "done-43",
+            "reason": "no-requester-match",
+            "target_session_key": "agent:1",
+            "channel": "discord",
+            "account": "main",
+            "requester_conversation_id": "p1",
+            "destination": "p1",
+        }
+        log = tmp_path / "bot.jsonl"
+        log.write_text(
+            "\n".join(
+                [
+                    log_line("binding.bound", 1, **binding),
+                    log_line("delivery.sent", 2, **sent),
+                    log_line("delivery.sent", 3, **sent),
+                    log_line("delivery.fallback", 4, **fallback),
+                    "not json at all",
+                ]
+            )
+            + "\n"
+        )
+        result = run_bot("canary", str(log), cwd=tmp_path)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "done-42" in result.stdout
+        assert "bind-7" in result.stdout
+
+        as_json = run_bot("canary", str(log), "--json", cwd=tmp_path)
+        assert as_json.returncode == 1
+        assert json.loads(as_json.stdout)["violations"] == 2
+
+    def test_bad_duration(self, tmp_path: Path) -> None:
+        """An unreadable --since is a usage error, not a traceback."""
+        log = tmp_path / "bot.jsonl"
+        log.write_text("")
+        result = run_bot("canary", str(log), "--since", "soon", cwd=tmp_path)
+        assert result.returncode == 2
+        assert "invalid duration 'soon'" in result.stderr
