@@ -16,6 +16,7 @@ import structlog
 
 from bot.client import ThreadboundClient
 from bot.wiring import Services, build_services
+from core.bindings.lifecycle import run_maintenance
 from core.config import Config
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
@@ -78,7 +79,8 @@ async def _serve(services: Services, tokens: dict[str, str]) -> int:
     try:
         async with asyncio.TaskGroup() as group:
             maintenance = group.create_task(
-                services.bindings.run_maintenance(
+                run_maintenance(
+                    services.bindings,
                     touch_flush_seconds=settings.touch_flush_seconds,
                     sweep_seconds=settings.sweep_interval_seconds,
                 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 __all__ = [
     "BindingError",
-    "BindingNotFound",
     "ConfigError",
     "ConversationAlreadyBound",
     "DeliveryError",
@@ -72,16 +71,6 @@ class SchemaVersionError(StoreError):
 
 class BindingError(ThreadboundError):
     """A binding could not be created, found or ended."""
-
-
-class BindingNotFound(BindingError):
-    """No active binding matches the id or session key given."""
-
-    def __init__(self, *, binding_id: str | None = None, session_key: str | None = None) -> None:
-        self.binding_id = binding_id
-        self.session_key = session_key
-        what = f"binding {binding_id!r}" if binding_id else f"session key {session_key!r}"
-        super().__init__(f"no active binding for {what}; list bindings to see what is bound.")
 
 
 class ConversationAlreadyBound(BindingError):

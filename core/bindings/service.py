@@ -12,6 +12,9 @@ Guarantees, in the order callers rely on them:
   :meth:`flush_touches` writes every queued binding once, however many touches
   it had, and :meth:`close` flushes, so a clean shutdown loses no activity.
 - Ended bindings leave the indexes but stay in the store as history.
+
+When a binding expires, and the background task that enforces it, live in
+:mod:`core.bindings.lifecycle`.
 """
 
 from __future__ import annotations
@@ -27,16 +30,17 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core import log_events
 from core._gc import bulk_allocation
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
+from core.bindings.lifecycle import expiry_reason
 from core.bindings.records import (
     BindingTargetKind,
     ConversationKey,
     ConversationRef,
     SessionBindingRecord,
 )
+from core.bindings.repository import BindingRepository
 from core.clock import Clock, SystemClock
 from core.errors import BindingError, ConversationAlreadyBound, StoreError
 from core.logging import get_logger
-from core.store.binding_repository import BindingRepository
 from core.store.database import Database
 
 __all__ = ["LifecycleDefaults", "SessionBindingService"]
@@ -421,68 +425,27 @@ class SessionBindingService:
             return 0
         return len(batch)
 
-    # -- lifecycle -------------------------------------------------------------
+    # -- expiry ----------------------------------------------------------------
 
-    def expiry_reason(self, record: SessionBindingRecord, now: datetime) -> str | None:
-        """``idle-expired`` / ``max-age-expired`` for whichever deadline passed first."""
-        deadlines: list[tuple[datetime, str]] = []
-        if record.idle_timeout_ms:
-            last = record.last_activity_at or record.bound_at
-            deadlines.append(
-                (last + timedelta(milliseconds=record.idle_timeout_ms), "idle-expired")
-            )
-        if record.expires_at is not None:
-            deadlines.append((record.expires_at, "max-age-expired"))
-        elif record.max_age_ms:
-            deadline = record.bound_at + timedelta(milliseconds=record.max_age_ms)
-            deadlines.append((deadline, "max-age-expired"))
-        passed = [d for d in deadlines if d[0] <= now]
-        return min(passed)[1] if passed else None
+    async def expire(self, binding_id: str, /) -> SessionBindingRecord | None:
+        """End a binding if, re-read right now, it is past its idle or max-age deadline.
 
-    async def expire_due(self) -> list[SessionBindingRecord]:
-        """One sweep: end every binding past its idle or max-age deadline.
-
-        Candidates are chosen first, then each is re-read from memory right
-        before it is ended, because a touch may land while an earlier candidate's
-        farewell is being sent; an idle expiry is also conditional in the store,
-        so activity written by another process keeps the binding too.
+        The record is read from memory at call time, not taken from the caller,
+        because a touch may have landed since the caller chose it. An idle
+        expiry is also conditional in the store, so activity written by another
+        process keeps the binding too. Returns the ended record, or None.
         """
+        record = self._by_id.get(binding_id)
+        if record is None or record.status != "active":
+            return None
         now = self.clock.now()
-        candidates = [r.binding_id for r in self.live() if self.expiry_reason(r, now)]
-        expired: list[SessionBindingRecord] = []
-        for binding_id in candidates:
-            record = self._by_id.get(binding_id)
-            if record is None or record.status != "active":
-                continue
-            now = self.clock.now()
-            reason = self.expiry_reason(record, now)
-            if reason is None:
-                continue
-            idle_before = None
-            if reason == "idle-expired":
-                idle_before = now - timedelta(milliseconds=record.idle_timeout_ms)
-            ended = await self._end(record, reason, idle_before=idle_before, expired=True)
-            if ended is not None:
-                expired.append(ended)
-        return expired
-
-    async def run_maintenance(self, *, touch_flush_seconds: float, sweep_seconds: float) -> None:
-        """Flush touches and sweep expiries forever, on this service's clock.
-
-        Meant to run as one task owned by the application; cancel it on
-        shutdown and then call :meth:`close` for the final flush.
-        """
-        next_sweep = 0.0
-        while True:
-            await self.clock.sleep(touch_flush_seconds)
-            await self.flush_touches()
-            next_sweep += touch_flush_seconds
-            if next_sweep >= sweep_seconds:
-                next_sweep = 0.0
-                try:
-                    await self.expire_due()
-                except StoreError:
-                    _log.warning("binding.sweep_failed", exc_info=True)
+        reason = expiry_reason(record, now)
+        if reason is None:
+            return None
+        idle_before = None
+        if reason == "idle-expired":
+            idle_before = now - timedelta(milliseconds=record.idle_timeout_ms)
+        return await self._end(record, reason, idle_before=idle_before, expired=True)
 
     # -- index upkeep ----------------------------------------------------------
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from core.store.binding_repository import BindingRepository
 from core.store.database import Database, open_database
 from core.store.engine import create_engine, redacted_url
 from core.store.migrations import SCHEMA_VERSION, current_version, migrate
 
 __all__ = [
     "SCHEMA_VERSION",
-    "BindingRepository",
     "Database",
     "create_engine",
     "current_version",

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from core.bindings.adapter import AdapterRegistry
+from core.bindings.lifecycle import expiry_reason, run_maintenance, sweep
 from core.bindings.service import SessionBindingService
 from core.clock import FakeClock
 from core.errors import BindingError, ConversationAlreadyBound
@@ -235,7 +236,7 @@ class TestTouch:
         service = await service_on(database, clock)
         a = await service.bind("s1", "session", conv("t1"))
         async with asyncio.TaskGroup() as tg:
-            task = tg.create_task(service.run_maintenance(touch_flush_seconds=5, sweep_seconds=60))
+            task = tg.create_task(run_maintenance(service, touch_flush_seconds=5, sweep_seconds=60))
             await clock.wait_for_sleepers()
             service.touch(a.binding_id, at=clock.now() + timedelta(seconds=1))
             assert service.pending_touches == 1
@@ -243,6 +244,23 @@ class TestTouch:
             await clock.wait_for_sleepers()
             assert service.pending_touches == 0
             task.cancel()
+
+
+async def test_maintenance_task_sweeps(database: Database, clock: FakeClock) -> None:
+    """The maintenance loop ends an idle binding once a sweep interval has passed."""
+    service = await service_on(database, clock)
+    b = await service.bind("s1", "session", conv("t1"), idle_timeout_ms=30_000)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(run_maintenance(service, touch_flush_seconds=5, sweep_seconds=60))
+        for _ in range(11):  # 55 s: past the idle timeout, before the first sweep
+            await clock.wait_for_sleepers()
+            await clock.advance(5)
+        assert service.get(b.binding_id) is not None
+        await clock.wait_for_sleepers()
+        await clock.advance(5)  # 60 s: the sweep runs
+        await clock.wait_for_sleepers()
+        assert service.get(b.binding_id) is None
+        task.cancel()
 
 
 class TestSweeper:
@@ -255,7 +273,7 @@ class TestSweeper:
         await clock.advance(3000)
         service.touch(busy.binding_id)
         await clock.advance(700)  # idle: 3700 s without activity; busy: 700 s
-        expired = await service.expire_due()
+        expired = await sweep(service)
         assert [(e.binding_id, e.status) for e in expired] == [(idle.binding_id, "ended")]
         assert adapter.farewells == [(idle.binding_id, "idle-expired")]
         assert service.get(busy.binding_id) is not None
@@ -268,10 +286,10 @@ class TestSweeper:
         b = await service.bind("s1", "session", conv("t1"), max_age_ms=HOUR_MS)
         await clock.advance(3599)
         service.touch(b.binding_id)
-        assert await service.expire_due() == []
+        assert await sweep(service) == []
         await clock.advance(1)
         service.touch(b.binding_id)
-        expired = await service.expire_due()
+        expired = await sweep(service)
         assert [e.binding_id for e in expired] == [b.binding_id]
         row = (await stored_rows(database))[0]
         assert row["end_reason"] == "max-age-expired"
@@ -283,7 +301,7 @@ class TestSweeper:
             "s1", "session", conv("t1"), idle_timeout_ms=HOUR_MS, max_age_ms=2 * HOUR_MS
         )
         await clock.advance(3 * 3600)
-        assert service.expiry_reason(service.get(b.binding_id), clock.now()) == "idle-expired"
+        assert expiry_reason(service.get(b.binding_id), clock.now()) == "idle-expired"
 
     async def test_touch_during_sweep_keeps_binding(
         self, database: Database, clock: FakeClock
@@ -296,11 +314,11 @@ class TestSweeper:
         await clock.advance(2 * 3600)
         adapter.release_farewell = asyncio.Event()
         release = adapter.release_farewell
-        sweep = asyncio.create_task(service.expire_due())
+        sweeping = asyncio.create_task(sweep(service))
         await adapter.farewell_started.wait()  # the sweep is saying goodbye to `first`
         assert service.touch(second.binding_id)
         release.set()
-        expired = await sweep
+        expired = await sweeping
         assert [e.binding_id for e in expired] == [first.binding_id]
         assert service.get(second.binding_id).status == "active"
 
@@ -315,7 +333,7 @@ class TestSweeper:
         await clock.advance(2 * 3600)
         theirs.touch(b.binding_id)
         await theirs.flush_touches()
-        assert await mine.expire_due() == []
+        assert await sweep(mine) == []
         assert mine.get(b.binding_id).last_activity_at == clock.now()
 
     async def test_no_limits_never_expire(self, database: Database, clock: FakeClock) -> None:
@@ -323,7 +341,7 @@ class TestSweeper:
         service = await service_on(database, clock)
         await service.bind("s1", "session", conv("t1"))
         await clock.advance(10 * 365 * 24 * 3600)
-        assert await service.expire_due() == []
+        assert await sweep(service) == []
 
 
 async def test_history_kept(database: Database, clock: FakeClock) -> None:
@@ -352,7 +370,7 @@ async def test_expiry_logged_only_when_ended(open_store: StoreFactory, clock: Fa
     theirs.touch(saved.binding_id)
     await theirs.flush_touches()
     with capture_logs() as logs:
-        await mine.expire_due()
+        await sweep(mine)
     expired = [e for e in logs if e["event"] == "binding.expired"]
     unbound = [e for e in logs if e["event"] == "binding.unbound"]
     assert [(e["binding_id"], e["reason"]) for e in expired] == [(lost.binding_id, "idle-expired")]
