@@ -4,6 +4,8 @@ Operators run it (``python -m bot canary LOGFILE [--since 2h] [--json]``)
 before widening a rollout. It is pure: :func:`build_report` turns log lines into
 a :class:`CanaryReport`, :func:`render_text` turns that into text, and
 :func:`run_canary` only adds file reading and the exit status.
+The report models (:mod:`core._canary_models`) and the text rendering
+(:mod:`core._canary_render`) live apart and are re-exported here.
 
 Two findings are violations of the routing invariants (SPEC.md) and make the
 exit status 1:
@@ -35,8 +37,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from pydantic import BaseModel, ConfigDict, computed_field
-
+from core._canary_models import (
+    CanaryReport,
+    DuplicateDelivery,
+    GroupSummary,
+    HiddenFallback,
+    MalformedLines,
+    WebhookFailure,
+)
+from core._canary_render import render_text
 from core.clock import utcnow
 from core.log_events import LogEvent
 from core.logging import TIMESTAMP_KEY
@@ -78,94 +87,6 @@ def parse_duration(text: str) -> timedelta:
     if duration <= timedelta(0):
         raise ValueError(f"invalid duration {text!r}: it must be longer than zero")
     return duration
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class GroupSummary(_Model):
-    """Counts for one (account, guild); ``-`` stands for a missing value."""
-
-    account: str
-    guild: str
-    resolutions_by_mode: dict[str, int]
-    resolutions_by_reason: dict[str, int]
-    deliveries_by_path: dict[str, int]
-    fallbacks: int
-    fallbacks_by_reason: dict[str, int]
-    failures_by_path: dict[str, int]
-    expiries_by_reason: dict[str, int]
-    bindings_bound: int
-    bindings_unbound: int
-
-
-class DuplicateDelivery(_Model):
-    """A completion delivered more than once (a violation)."""
-
-    completion_id: str
-    count: int
-    destinations: list[str | None]
-    lines: list[int]
-
-
-class HiddenFallback(_Model):
-    """A fallback while a binding the router would have matched was active (a violation)."""
-
-    completion_id: str | None
-    line: int
-    timestamp: datetime
-    target_session_key: str
-    channel: str
-    account: str
-    guild: str
-    requester_conversation_id: str
-    destination: str | None
-    binding_id: str
-    bound_conversation_id: str
-    matched: Literal["conversation", "parent"]
-
-
-class WebhookFailure(_Model):
-    """A ``delivery.failed`` on the webhook path (the bot path should have taken over)."""
-
-    completion_id: str | None
-    line: int
-    timestamp: datetime
-    account: str
-    guild: str
-    destination: str | None
-    binding_id: str | None
-    error: str | None
-    retryable: bool | None
-
-
-class MalformedLines(_Model):
-    """Lines that are not a JSON object with ``event`` and ``timestamp``."""
-
-    count: int = 0
-    first_lines: list[int] = []
-
-
-class CanaryReport(_Model):
-    """Everything the canary found; ``model_dump_json()`` is the ``--json`` output."""
-
-    since: datetime | None
-    lines_read: int
-    events_counted: int
-    first_timestamp: datetime | None
-    last_timestamp: datetime | None
-    groups: list[GroupSummary]
-    duplicates: list[DuplicateDelivery]
-    hidden_fallbacks: list[HiddenFallback]
-    webhook_failures: list[WebhookFailure]
-    malformed: MalformedLines
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def violations(self) -> int:
-        """Duplicates plus hidden fallbacks: the number that fails the canary."""
-        return len(self.duplicates) + len(self.hidden_fallbacks)
 
 
 # -- building -------------------------------------------------------------------
@@ -404,72 +325,6 @@ def _webhook_failure(e: _Entry) -> WebhookFailure:
         error=e.get("error"),
         retryable=retryable if isinstance(retryable, bool) else None,
     )
-
-
-# -- rendering ----------------------------------------------------------------------
-
-
-def _counts(counter: dict[str, int]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in counter.items()) or "none"
-
-
-def _violation_lines(report: CanaryReport) -> list[str]:
-    lines = [f"VIOLATIONS: {report.violations}"]
-    for d in report.duplicates:
-        where = ", ".join(str(x) for x in d.destinations)
-        lines.append(
-            f"  DUPLICATE DELIVERY  completion {d.completion_id} delivered {d.count} times"
-            f" -> {where} (lines {', '.join(map(str, d.lines))})"
-        )
-    for h in report.hidden_fallbacks:
-        relation = "its conversation" if h.matched == "conversation" else "its parent"
-        lines.append(
-            f"  HIDDEN FALLBACK     completion {h.completion_id} (session {h.target_session_key})"
-            f" fell back to {h.destination} while binding {h.binding_id} was active on"
-            f" {h.channel}/{h.account} conversation {h.bound_conversation_id}"
-            f" (requester {h.requester_conversation_id} is {relation}; line {h.line})"
-        )
-    return lines
-
-
-def render_text(report: CanaryReport, *, source: str = "") -> str:
-    """The human summary: violations first, then per-group counts, then the verdict."""
-    out = [f"canary report{': ' + source if source else ''}"]
-    window = report.since.isoformat() if report.since else "the whole log"
-    out.append(f"window: since {window}" if report.since else f"window: {window}")
-    bad = report.malformed
-    numbers = ", ".join(map(str, bad.first_lines))
-    listed = f" (line{'s' if bad.count > 1 else ''} {numbers})" if bad.count else ""
-    out.append(
-        f"lines: {report.lines_read} read, {report.events_counted} events counted,"
-        f" {bad.count} malformed{listed}"
-    )
-    out += ["", *_violation_lines(report), ""]
-    for g in report.groups:
-        out.append(f"account {g.account}  guild {g.guild}")
-        out.append(f"  routing      by mode: {_counts(g.resolutions_by_mode)}")
-        out.append(f"               by reason: {_counts(g.resolutions_by_reason)}")
-        out.append(f"  deliveries   {_counts(g.deliveries_by_path)}")
-        out.append(f"  fallbacks    {g.fallbacks} ({_counts(g.fallbacks_by_reason)})")
-        out.append(f"  failures     {_counts(g.failures_by_path)}")
-        out.append(
-            f"  bindings     bound {g.bindings_bound}, unbound {g.bindings_unbound},"
-            f" expired: {_counts(g.expiries_by_reason)}"
-        )
-    if not report.groups:
-        out.append("no routing, delivery or binding events in the window")
-    out += ["", f"WEBHOOK FAILURES: {len(report.webhook_failures)}"]
-    for f in report.webhook_failures:
-        kind = "retryable" if f.retryable else "final"
-        out.append(
-            f"  completion {f.completion_id} -> {f.destination} (binding {f.binding_id}):"
-            f" {f.error} [{kind}, line {f.line}]"
-        )
-    verdict = (
-        f"FAIL: {report.violations} violation(s)" if report.violations else "OK: no violations"
-    )
-    out += ["", f"RESULT: {verdict}"]
-    return "\n".join(out) + "\n"
 
 
 def run_canary(

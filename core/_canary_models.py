@@ -1,0 +1,110 @@
+"""The pydantic models of a canary report: what :func:`core.canary.build_report` returns.
+
+A module of their own so the report's shape (also the ``--json`` output) reads
+in one place, apart from the log replay that fills it and the text rendering.
+Import them from :mod:`core.canary`, which re-exports them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+__all__ = [
+    "CanaryReport",
+    "DuplicateDelivery",
+    "GroupSummary",
+    "HiddenFallback",
+    "MalformedLines",
+    "WebhookFailure",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class GroupSummary(_Model):
+    """Counts for one (account, guild); ``-`` stands for a missing value."""
+
+    account: str
+    guild: str
+    resolutions_by_mode: dict[str, int]
+    resolutions_by_reason: dict[str, int]
+    deliveries_by_path: dict[str, int]
+    fallbacks: int
+    fallbacks_by_reason: dict[str, int]
+    failures_by_path: dict[str, int]
+    expiries_by_reason: dict[str, int]
+    bindings_bound: int
+    bindings_unbound: int
+
+
+class DuplicateDelivery(_Model):
+    """A completion delivered more than once (a violation)."""
+
+    completion_id: str
+    count: int
+    destinations: list[str | None]
+    lines: list[int]
+
+
+class HiddenFallback(_Model):
+    """A fallback while a binding the router would have matched was active (a violation)."""
+
+    completion_id: str | None
+    line: int
+    timestamp: datetime
+    target_session_key: str
+    channel: str
+    account: str
+    guild: str
+    requester_conversation_id: str
+    destination: str | None
+    binding_id: str
+    bound_conversation_id: str
+    matched: Literal["conversation", "parent"]
+
+
+class WebhookFailure(_Model):
+    """A ``delivery.failed`` on the webhook path (the bot path should have taken over)."""
+
+    completion_id: str | None
+    line: int
+    timestamp: datetime
+    account: str
+    guild: str
+    destination: str | None
+    binding_id: str | None
+    error: str | None
+    retryable: bool | None
+
+
+class MalformedLines(_Model):
+    """Lines that are not a JSON object with ``event`` and ``timestamp``."""
+
+    count: int = 0
+    first_lines: list[int] = []
+
+
+class CanaryReport(_Model):
+    """Everything the canary found; ``model_dump_json()`` is the ``--json`` output."""
+
+    since: datetime | None
+    lines_read: int
+    events_counted: int
+    first_timestamp: datetime | None
+    last_timestamp: datetime | None
+    groups: list[GroupSummary]
+    duplicates: list[DuplicateDelivery]
+    hidden_fallbacks: list[HiddenFallback]
+    webhook_failures: list[WebhookFailure]
+    malformed: MalformedLines
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def violations(self) -> int:
+        """Duplicates plus hidden fallbacks: the number that fails the canary."""
+        return len(self.duplicates) + len(self.hidden_fallbacks)
