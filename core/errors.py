@@ -14,7 +14,11 @@ __all__ = [
     "DeliveryError",
     "FeatureDisabled",
     "ProviderError",
+    "ProviderHTTPError",
+    "ProviderProtocolError",
+    "ProviderUnavailable",
     "SchemaVersionError",
+    "SessionError",
     "StoreError",
     "ThreadboundError",
 ]
@@ -92,3 +96,151 @@ class DeliveryError(ThreadboundError):
 
 class ProviderError(ThreadboundError):
     """The model provider failed or answered something unusable."""
+
+
+class SessionError(ThreadboundError):
+    """A session event could not be appended, found or replayed.
+
+    Raised for unknown node ids or bookmark labels, payloads that do not fit
+    their event type, and logs that disagree with themselves; the message
+    names the session and the offending input.
+
+    Args:
+        message: the full sentence shown to the user.
+        session_key: the session concerned, when there is one.
+        ref: the node id, bookmark label or event type that was not accepted.
+    """
+
+    def __init__(
+        self, message: str, *, session_key: str | None = None, ref: str | None = None
+    ) -> None:
+        self.session_key = session_key
+        self.ref = ref
+        super().__init__(message)
+
+
+def _provider_label(provider: str | None) -> str:
+    return f"provider {provider!r}" if provider else "the provider"
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider refused the request with a status that retrying cannot fix (a 4xx).
+
+    Never retried: the same request would be refused again. The message names the
+    setting to check; ``body_excerpt`` is the server's own error text, shortened and
+    with the API key removed by the caller.
+
+    Args:
+        status: the HTTP status code.
+        body_excerpt: the server's error message (or the start of its body).
+        provider: the provider's configured name (``[providers.<name>]``).
+        api_key_env: name of the environment variable the key was read from, if known.
+        model: the model that was requested, if known.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        body_excerpt: str,
+        provider: str,
+        *,
+        api_key_env: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.status = status
+        self.body_excerpt = body_excerpt
+        self.provider = provider
+        self.api_key_env = api_key_env
+        self.model = model
+        label = _provider_label(provider)
+        said = f": {body_excerpt}" if body_excerpt else ""
+        if status in (401, 403):
+            where = (
+                f"the environment variable {api_key_env}"
+                if api_key_env
+                else "the environment variable named by api_key_env"
+            )
+            advice = f"check the API key in {where} for [providers.{provider}]"
+            message = f"{label} refused the request with HTTP {status}{said}; {advice}."
+        elif status == 404:
+            wanted = f" (model {model!r})" if model else ""
+            message = (
+                f"{label} answered HTTP 404{said}; check base_url (it usually ends in /v1) "
+                f"and the model name{wanted} in [providers.{provider}]."
+            )
+        elif status == 400:
+            message = (
+                f"{label} rejected the request as invalid (HTTP 400){said}; "
+                "check the model's support for tools and the provider settings."
+            )
+        else:
+            message = (
+                f"{label} refused the request with HTTP {status}{said}; "
+                f"retrying will not help, check [providers.{provider}]."
+            )
+        super().__init__(message)
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider could not be reached or kept failing; the request may succeed later.
+
+    Raised after the retries are spent, and also (with ``partial=True``) when a stream
+    broke off after events had already been handed to the consumer: that cannot be
+    retried transparently because the consumer has seen part of an answer.
+
+    Args:
+        attempts: how many requests were made.
+        last_status: the HTTP status of the last failed attempt, if it got one.
+        last_error: a short description of the last failure without a status.
+        provider: the provider's configured name.
+        partial: the stream failed after part of the answer was delivered.
+    """
+
+    def __init__(
+        self,
+        attempts: int,
+        last_status: int | None = None,
+        last_error: str | None = None,
+        *,
+        provider: str | None = None,
+        partial: bool = False,
+    ) -> None:
+        self.attempts = attempts
+        self.last_status = last_status
+        self.last_error = last_error
+        self.provider = provider
+        self.partial = partial
+        label = _provider_label(provider)
+        if last_status is not None:
+            last = f"HTTP {last_status}" + (f", {last_error}" if last_error else "")
+        else:
+            last = last_error or "unknown error"
+        if partial:
+            message = (
+                f"the answer from {label} broke off after it had started ({last}); "
+                "a partial answer cannot be resumed, so send the message again."
+            )
+        else:
+            tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+            message = (
+                f"{label} did not answer after {tries} (last: {last}); check that the "
+                "server at base_url is running and reachable, or try again later."
+            )
+        super().__init__(message)
+
+
+class ProviderProtocolError(ProviderError):
+    """The provider answered something that is not a readable chat-completions stream.
+
+    Args:
+        detail: what was wrong, as a sentence fragment.
+        provider: the provider's configured name, if known.
+    """
+
+    def __init__(self, detail: str, *, provider: str | None = None) -> None:
+        self.detail = detail
+        self.provider = provider
+        super().__init__(
+            f"{_provider_label(provider)} sent an answer threadbound cannot read: {detail}; "
+            "check that base_url points at an OpenAI-compatible endpoint (usually ending in /v1)."
+        )
