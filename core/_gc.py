@@ -10,14 +10,18 @@ __all__ = ["bulk_allocation"]
 
 
 @contextmanager
-def bulk_allocation() -> Iterator[None]:
-    """Pause the cyclic collector while many long-lived objects are built, then freeze them.
+def bulk_allocation(*, freeze: bool = False) -> Iterator[None]:
+    """Pause the cyclic collector while many objects are built at once.
 
-    Building 100,000 binding records triggers collection after collection, each
-    scanning everything allocated so far: about half of a start-up's time. The
-    records live until their binding ends, so after the load they are moved
-    to the permanent generation (``gc.freeze``), and later full collections
-    skip them too. The collector is re-enabled only if it was on before.
+    Building 100,000 records triggers collection after collection, each
+    scanning everything allocated so far: about half of a bulk load's time.
+    The collector is re-enabled only if it was on before.
+
+    ``freeze=True`` also moves everything alive to the permanent generation
+    (``gc.freeze``) so later full collections skip it. Only for a one-off load
+    at start-up: anything frozen, garbage cycles included, is never collected,
+    so a load that repeats (a session rehydrated after each eviction) must not
+    freeze.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -26,4 +30,5 @@ def bulk_allocation() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-            gc.freeze()
+            if freeze:
+                gc.freeze()

@@ -93,7 +93,7 @@ class SessionBindingService:
 
     async def start(self) -> int:
         """Rebuild the indexes from the store; returns how many live bindings were loaded."""
-        with bulk_allocation():
+        with bulk_allocation(freeze=True):  # once, at start-up
             records = await self._db.run(lambda conn: BindingRepository(conn).load_live())
             self._rebuild_indexes(records)
         return len(records)

@@ -43,6 +43,7 @@ class Database:
 
     def __init__(self, engine: Engine | AsyncEngine) -> None:
         self.engine = engine
+        self._closed = False
         self._thread: ThreadPoolExecutor | None = None
         if isinstance(engine, Engine):
             self._thread = ThreadPoolExecutor(
@@ -72,6 +73,10 @@ class Database:
             return fn(conn, *args)
 
     async def close(self) -> None:
+        """Release the engine (and the SQLite thread). Closing twice does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if isinstance(self.engine, AsyncEngine):
             await self.engine.dispose()
             return

@@ -20,7 +20,13 @@ from sqlalchemy import Connection, func, inspect, select
 
 from core.clock import utcnow
 from core.errors import SchemaVersionError
-from core.store.tables import BindingRow, SchemaVersionRow
+from core.store.tables import (
+    BindingRow,
+    SchemaVersionRow,
+    SessionBranchRow,
+    SessionEventRow,
+    SessionHeadRow,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "current_version", "migrate"]
 
@@ -36,7 +42,15 @@ def _v1_bindings(conn: Connection) -> None:
     BindingRow.__table__.create(conn)  # type: ignore[attr-defined]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "session bindings", _v1_bindings),)
+def _v2_session_events(conn: Connection) -> None:
+    for table in (SessionEventRow, SessionHeadRow, SessionBranchRow):
+        table.__table__.create(conn)  # type: ignore[attr-defined]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "session bindings", _v1_bindings),
+    Migration(2, "session event log with head and branch projections", _v2_session_events),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 _VERSIONS = SchemaVersionRow.__table__  # type: ignore[attr-defined]

@@ -11,12 +11,19 @@ the database holds.
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, MetaData, String, text
+from sqlalchemy import JSON, BigInteger, Column, Index, MetaData, String, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from core.store.types import Snowflake, UTCDateTime
 
-__all__ = ["BindingRow", "SchemaVersionRow", "metadata"]
+__all__ = [
+    "BindingRow",
+    "SchemaVersionRow",
+    "SessionBranchRow",
+    "SessionEventRow",
+    "SessionHeadRow",
+    "metadata",
+]
 
 metadata: MetaData = SQLModel.metadata
 metadata.naming_convention = {
@@ -81,3 +88,50 @@ class BindingRow(SQLModel, table=True):
     )
     ended_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime()))
     end_reason: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+
+
+class SessionEventRow(SQLModel, table=True):
+    """One event of a session's append-only log; never updated, never deleted.
+
+    The primary key (session_key, seq) is what makes a lost race visible: two
+    writers that both think they append seq N cannot both commit.
+    """
+
+    __tablename__ = "session_events"
+    __table_args__ = (UniqueConstraint("node_id"),)
+
+    session_key: str = Field(sa_column=Column(String(300), primary_key=True))
+    seq: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    node_id: str = Field(sa_column=Column(String(32), nullable=False))
+    parent_id: str | None = Field(default=None, sa_column=Column(String(32), nullable=True))
+    kind: str = Field(sa_column=Column(String(16), nullable=False))
+    type: str = Field(sa_column=Column(String(100), nullable=False))
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    delivery_mode: str | None = Field(default=None, sa_column=Column(String(16), nullable=True))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class SessionHeadRow(SQLModel, table=True):
+    """Projection: where each session stands, written with the events that move it.
+
+    Lets a tool list sessions and their heads without replaying logs; a load
+    checks it against the replay and trusts the events when they disagree.
+    """
+
+    __tablename__ = "session_heads"
+
+    session_key: str = Field(sa_column=Column(String(300), primary_key=True))
+    active_branch_id: str = Field(sa_column=Column(String(64), nullable=False))
+    head_node_id: str | None = Field(default=None, sa_column=Column(String(32), nullable=True))
+    last_seq: int = Field(sa_column=Column(BigInteger, nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class SessionBranchRow(SQLModel, table=True):
+    """Projection: the head of every branch of every session (old branches keep theirs)."""
+
+    __tablename__ = "session_branches"
+
+    session_key: str = Field(sa_column=Column(String(300), primary_key=True))
+    branch_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    head_node_id: str | None = Field(default=None, sa_column=Column(String(32), nullable=True))

@@ -1,0 +1,115 @@
+"""The part of a session's projection about turns: queues, the running turn, usage.
+
+Kept apart from :class:`~core.sessions.tree.SessionTree`'s conversation
+structure (nodes, head, branches, bookmarks): these events never touch the
+tree's shape, and the agent loop reads them on every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from core.sessions.events import SessionEvent
+from core.sessions.snapshot import QueuedMessage, SteerInterruption, UsageTotals
+
+__all__ = ["TurnState"]
+
+
+class TurnState:
+    """Queues, running turn, last steer interruption and usage totals, from replayed events."""
+
+    __slots__ = ("completion_tokens", "cost", "follow_up", "interruption", "prompt_tokens",
+                 "running", "steering")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.steering: dict[str, QueuedMessage] = {}
+        self.follow_up: dict[str, QueuedMessage] = {}
+        self.running: str | None = None
+        self.interruption: SteerInterruption | None = None
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost = 0.0
+
+    def apply(self, event: SessionEvent) -> None:
+        """Take ``event`` into account; types that do not concern turns are ignored."""
+        handler = _HANDLERS.get(event.type)
+        if handler is not None:
+            handler(self, event)
+
+    @property
+    def usage(self) -> UsageTotals:
+        return UsageTotals(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cost_usd=self.cost,
+        )
+
+    def _drop(self, item_ids: Any) -> None:
+        for item_id in item_ids:
+            self.steering.pop(item_id, None)
+            self.follow_up.pop(item_id, None)
+
+    def _on_user_message(self, event: SessionEvent) -> None:
+        # A user message naming a queued item is that item, delivered.
+        item_id = event.payload.get("queue_item_id")
+        if item_id is not None:
+            self._drop((item_id,))
+
+    def _on_turn_started(self, event: SessionEvent) -> None:
+        self.running = event.payload["turn_id"]
+        self.interruption = None
+
+    def _on_turn_finished(self, event: SessionEvent) -> None:
+        turn_id = event.payload["turn_id"]
+        if turn_id is not None and turn_id == self.running:
+            self.running = None
+        self._drop(event.payload.get("dropped_item_ids", ()))
+
+    def _on_steer_interruption(self, event: SessionEvent) -> None:
+        payload = event.payload
+        self.interruption = SteerInterruption(
+            turn_id=payload["turn_id"],
+            step=payload["step"],
+            skipped_tool_call_ids=tuple(payload["skipped_tool_call_ids"]),
+        )
+
+    def _on_message_queued(self, event: SessionEvent) -> None:
+        payload = event.payload
+        queue = self.steering if payload["mode"] == "steer" else self.follow_up
+        queue[payload["item_id"]] = QueuedMessage(
+            item_id=payload["item_id"],
+            mode=payload["mode"],
+            text=payload["text"],
+            author_id=payload.get("author_id"),
+            queued_at=event.created_at,
+        )
+
+    def _on_queue_moved(self, event: SessionEvent) -> None:
+        for item_id in event.payload["item_ids"]:
+            item = self.steering.pop(item_id, None)
+            if item is not None:
+                self.follow_up[item_id] = item.model_copy(update={"mode": "follow_up"})
+
+    def _on_queue_cleared(self, event: SessionEvent) -> None:
+        self._drop(event.payload["item_ids"])
+
+    def _on_usage(self, event: SessionEvent) -> None:
+        payload = event.payload
+        self.prompt_tokens += payload["prompt_tokens"]
+        self.completion_tokens += payload["completion_tokens"]
+        self.cost += payload.get("cost_usd") or 0.0
+
+
+_HANDLERS: Final[dict[str, Callable[[TurnState, SessionEvent], Any]]] = {
+    "user_message": TurnState._on_user_message,
+    "turn_started": TurnState._on_turn_started,
+    "turn_ended": TurnState._on_turn_finished,
+    "turn_cancelled": TurnState._on_turn_finished,
+    "turn_interrupted": TurnState._on_turn_finished,
+    "steer_interruption": TurnState._on_steer_interruption,
+    "message_queued": TurnState._on_message_queued,
+    "queue_moved": TurnState._on_queue_moved,
+    "queue_cleared": TurnState._on_queue_cleared,
+    "usage": TurnState._on_usage,
+}

@@ -1,0 +1,284 @@
+"""Which event types exist, what kind each is, and what its payload must hold.
+
+The registry is the one place that decides whether an event may be appended:
+:class:`core.sessions.log.SessionLog` validates every payload against the
+model registered for its type and takes the event's kind from here, so a
+caller can never store a ``user`` event with an assistant's payload. Later
+features register their own types (``artifact.<type>``, ``handoff.<status>``)
+at import time through :func:`register_event_type`.
+
+Stored payloads are the models' JSON dumps (defaults filled in), so replaying
+a log never needs the models again and old events stay readable when a type
+gains an optional field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from core.errors import SessionError
+from core.sessions.events import DeliveryMode, EventKind
+
+__all__ = [
+    "AssistantMessagePayload",
+    "BookmarkPayload",
+    "BranchCreatedPayload",
+    "BudgetStopPayload",
+    "HeadMovedPayload",
+    "MessageQueuedPayload",
+    "QueueClearedPayload",
+    "QueueMovedPayload",
+    "SteerInterruptionPayload",
+    "ToolCallRecord",
+    "ToolResultPayload",
+    "TurnCancelledPayload",
+    "TurnEndedPayload",
+    "TurnInterruptedPayload",
+    "TurnStartedPayload",
+    "UnbookmarkPayload",
+    "UsagePayload",
+    "UserMessagePayload",
+    "event_kind",
+    "payload_model",
+    "register_event_type",
+    "registered_types",
+    "validate_payload",
+]
+
+_TYPE_NAME = re.compile(r"[a-z][a-z0-9_]*(?:[.-][a-z0-9_]+)*")
+_MAX_TYPE_LENGTH = 100  # the width of session_events.type
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class UserMessagePayload(_Payload):
+    """A user's message. ``requested_mode`` is what the user asked for; the
+    event's ``delivery_mode`` is how it was delivered (a steer while idle is
+    delivered ``normal``). ``queue_item_id`` names the queued item it delivers."""
+
+    text: str
+    requested_mode: DeliveryMode = "normal"
+    author_id: str | None = None
+    queue_item_id: str | None = None
+
+
+class ToolCallRecord(_Payload):
+    """One tool call the model asked for; ``arguments`` is the provider's JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class AssistantMessagePayload(_Payload):
+    turn_id: str
+    text: str = ""
+    tool_calls: list[ToolCallRecord] = []
+    finish_reason: str | None = None
+
+
+class ToolResultPayload(_Payload):
+    """A tool's answer; ``skipped`` marks the synthetic result of a call a steer superseded."""
+
+    turn_id: str
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    skipped: bool = False
+
+
+class TurnStartedPayload(_Payload):
+    turn_id: str
+    trigger: DeliveryMode
+
+
+class TurnEndedPayload(_Payload):
+    turn_id: str
+    reason: Literal["completed", "max_steps", "budget", "error"]
+    steps: int
+    error: str | None = None
+
+
+class TurnCancelledPayload(_Payload):
+    """A cancel; ``dropped_item_ids`` are the queued messages it discarded."""
+
+    turn_id: str | None
+    dropped_item_ids: list[str] = []
+
+
+class TurnInterruptedPayload(_Payload):
+    """Written at rehydration for a turn that was running when the process died."""
+
+    turn_id: str
+
+
+class SteerInterruptionPayload(_Payload):
+    turn_id: str
+    step: int
+    skipped_tool_call_ids: list[str]
+    steering_item_ids: list[str]
+
+
+class MessageQueuedPayload(_Payload):
+    item_id: str
+    mode: Literal["steer", "follow_up"]
+    text: str
+    author_id: str | None = None
+
+
+class QueueMovedPayload(_Payload):
+    """Steering left over at the end of a turn becomes follow-up, never stranded."""
+
+    item_ids: list[str]
+    from_mode: Literal["steer"]
+    to_mode: Literal["follow_up"]
+
+
+class QueueClearedPayload(_Payload):
+    item_ids: list[str]
+    reason: str
+
+
+class UsagePayload(_Payload):
+    turn_id: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None = None
+
+
+class BudgetStopPayload(_Payload):
+    turn_id: str
+    limit: str
+    used: float
+
+
+class HeadMovedPayload(_Payload):
+    branch_id: str
+    node_id: str | None
+    from_node_id: str | None
+
+
+class BranchCreatedPayload(_Payload):
+    branch_id: str
+    from_node_id: str | None
+
+
+class BookmarkPayload(_Payload):
+    node_id: str
+    label: str
+
+
+class UnbookmarkPayload(_Payload):
+    label: str
+
+
+_REGISTRY: dict[str, tuple[EventKind, type[BaseModel]]] = {}
+
+
+def register_event_type(type: str, kind: EventKind, model: type[BaseModel]) -> None:
+    """Make ``type`` appendable, as events of ``kind`` whose payload fits ``model``.
+
+    Registering the same type again with the same kind and model does nothing
+    (modules may be imported twice in tests); anything else is a clash between
+    two features and raises.
+
+    Raises:
+        SessionError: the name is malformed, or the type is taken by another model or kind.
+    """
+    if len(type) > _MAX_TYPE_LENGTH or not _TYPE_NAME.fullmatch(type):
+        raise SessionError(
+            f"event type {type!r} is not a valid name; use lower-case words joined by "
+            f"'_', '.' or '-' (at most {_MAX_TYPE_LENGTH} characters), like 'artifact.plan'",
+            ref=type,
+        )
+    if kind not in ("user", "assistant", "system", "tool_boundary"):
+        raise SessionError(f"event type {type!r} has unknown kind {kind!r}", ref=type)
+    known = _REGISTRY.get(type)
+    if known is not None and known != (kind, model):
+        raise SessionError(
+            f"event type {type!r} is already registered as {known[0]} with "
+            f"{known[1].__qualname__}; pick another type name",
+            ref=type,
+        )
+    _REGISTRY[type] = (kind, model)
+
+
+def _lookup(type: str) -> tuple[EventKind, type[BaseModel]]:
+    try:
+        return _REGISTRY[type]
+    except KeyError:
+        raise SessionError(
+            f"unknown event type {type!r}; register it with register_event_type() "
+            f"first (known: {', '.join(sorted(_REGISTRY))})",
+            ref=type,
+        ) from None
+
+
+def payload_model(type: str) -> type[BaseModel]:
+    """The payload model of ``type``; :class:`SessionError` if it is not registered."""
+    return _lookup(type)[1]
+
+
+def event_kind(type: str) -> EventKind:
+    """The kind every event of ``type`` has; :class:`SessionError` if it is not registered."""
+    return _lookup(type)[0]
+
+
+def registered_types() -> dict[str, EventKind]:
+    """Every registered type with its kind (a copy)."""
+    return {name: kind for name, (kind, _) in _REGISTRY.items()}
+
+
+def validate_payload(type: str, payload: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+    """Check ``payload`` against the model of ``type``; return it as stored (JSON data).
+
+    Raises:
+        SessionError: unknown type, or a payload that does not fit; the message lists the fields.
+    """
+    model = payload_model(type)
+    try:
+        if isinstance(payload, model):
+            value = payload
+        elif isinstance(payload, BaseModel):
+            value = model.model_validate(payload.model_dump())
+        else:
+            value = model.model_validate(payload)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '<payload>'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+        raise SessionError(
+            f"payload of a {type!r} event does not fit {model.__name__}: {problems}", ref=type
+        ) from exc
+    return value.model_dump(mode="json")
+
+
+_BUILT_INS: tuple[tuple[str, EventKind, type[BaseModel]], ...] = (
+    ("user_message", "user", UserMessagePayload),
+    ("assistant_message", "assistant", AssistantMessagePayload),
+    ("tool_result", "tool_boundary", ToolResultPayload),
+    ("turn_started", "system", TurnStartedPayload),
+    ("turn_ended", "system", TurnEndedPayload),
+    ("turn_cancelled", "system", TurnCancelledPayload),
+    ("turn_interrupted", "system", TurnInterruptedPayload),
+    ("steer_interruption", "system", SteerInterruptionPayload),
+    ("message_queued", "system", MessageQueuedPayload),
+    ("queue_moved", "system", QueueMovedPayload),
+    ("queue_cleared", "system", QueueClearedPayload),
+    ("usage", "system", UsagePayload),
+    ("budget_stop", "system", BudgetStopPayload),
+    ("head_moved", "system", HeadMovedPayload),
+    ("branch_created", "system", BranchCreatedPayload),
+    ("bookmark", "system", BookmarkPayload),
+    ("unbookmark", "system", UnbookmarkPayload),
+)
+for _name, _kind, _model in _BUILT_INS:
+    register_event_type(_name, _kind, _model)

@@ -1,0 +1,163 @@
+"""Reads and writes of the session tables: the event log and its two projections.
+
+Synchronous on purpose, like :mod:`core.bindings.repository`: each function is
+a unit of work body that :meth:`core.store.database.Database.run` executes in
+one transaction, on the SQLite thread or through the async engine. Events are
+only ever inserted; the projections are upserted in the same transaction as
+the events that change them, so they can never be ahead of or behind the log
+after a commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    String,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    literal_column,
+    select,
+    type_coerce,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
+
+__all__ = [
+    "LoadedSession",
+    "has_events",
+    "load_session",
+    "replace_projection",
+    "session_keys",
+    "write_events",
+]
+
+_E = SessionEventRow.__table__  # type: ignore[attr-defined]
+_H = SessionHeadRow.__table__  # type: ignore[attr-defined]
+_B = SessionBranchRow.__table__  # type: ignore[attr-defined]
+
+# Statements are built once (building them per call costs more than a SQLite
+# INSERT). Each event is read as one JSON object built by the database, and a
+# session's objects are validated by pydantic-core in one ``validate_json``
+# call: per-row ``json.loads``, dicts and SQLAlchemy result processors would
+# cost more than the query and the replay together.
+_INSERT_EVENTS = _E.insert()
+
+
+def _name(name: str) -> Any:
+    return literal_column(f"'{name}'", String)
+
+
+def _load_events(dialect: str) -> Any:
+    if dialect == "sqlite":
+        # SQLite keeps JSON as text (json() embeds it as an object, not a
+        # string) and UTC as naive text; the "Z" makes it aware UTC.
+        payload: Any = func.json(type_coerce(_E.c.payload, String))
+        created_at: Any = type_coerce(_E.c.created_at, String) + "Z"
+        build: Any = func.json_object
+    else:
+        payload, created_at, build = _E.c.payload, _E.c.created_at, func.json_build_object
+    columns = {
+        "session_key": _E.c.session_key,
+        "node_id": _E.c.node_id,
+        "parent_id": _E.c.parent_id,
+        "seq": _E.c.seq,
+        "kind": _E.c.kind,
+        "type": _E.c.type,
+        "payload": payload,
+        "delivery_mode": _E.c.delivery_mode,
+        "created_at": created_at,
+    }
+    obj = build(*(part for name, column in columns.items() for part in (_name(name), column)))
+    return (
+        select(cast(obj, Text).label("event"))
+        .where(_E.c.session_key == bindparam("key"))
+        .order_by(_E.c.seq)
+    )
+
+
+_LOAD_EVENTS = {"sqlite": _load_events("sqlite"), "postgresql": _load_events("postgresql")}
+_LOAD_HEAD = select(_H.c.active_branch_id, _H.c.head_node_id, _H.c.last_seq).where(
+    _H.c.session_key == bindparam("key")
+)
+_LOAD_BRANCHES = select(_B.c.branch_id, _B.c.head_node_id).where(
+    _B.c.session_key == bindparam("key")
+)
+_HAS_EVENTS = select(_E.c.seq).where(_E.c.session_key == bindparam("key")).limit(1)
+_SESSION_KEYS = select(_H.c.session_key).order_by(_H.c.session_key)
+_DELETE_BRANCHES = delete(_B).where(_B.c.session_key == bindparam("key"))
+
+
+def _upserts(insert: Any) -> tuple[Any, Any]:
+    """(heads, branches) upserts for one dialect; both SQLite and PostgreSQL say ON CONFLICT."""
+    heads = insert(_H)
+    heads = heads.on_conflict_do_update(
+        index_elements=[_H.c.session_key],
+        set_={
+            "active_branch_id": heads.excluded.active_branch_id,
+            "head_node_id": heads.excluded.head_node_id,
+            "last_seq": heads.excluded.last_seq,
+            "updated_at": heads.excluded.updated_at,
+        },
+    )
+    branches = insert(_B)
+    branches = branches.on_conflict_do_update(
+        index_elements=[_B.c.session_key, _B.c.branch_id],
+        set_={"head_node_id": branches.excluded.head_node_id},
+    )
+    return heads, branches
+
+
+_UPSERTS = {"sqlite": _upserts(sqlite.insert), "postgresql": _upserts(postgresql.insert)}
+
+LoadedSession = tuple[str, tuple[str, str | None, int] | None, dict[str, str | None]]
+"""``(events as a JSON array, (active branch, head, last seq) or None, branch -> head)``."""
+
+
+def write_events(
+    conn: Connection,
+    events: list[dict[str, Any]],
+    heads: list[dict[str, Any]],
+    branches: list[dict[str, Any]],
+) -> None:
+    """Insert events (columns of ``session_events``) and upsert the projection rows."""
+    heads_upsert, branches_upsert = _UPSERTS[conn.dialect.name]
+    conn.execute(_INSERT_EVENTS, events)
+    conn.execute(heads_upsert, heads)
+    if branches:
+        conn.execute(branches_upsert, branches)
+
+
+def replace_projection(
+    conn: Connection, key: str, head: dict[str, Any] | None, branches: list[dict[str, Any]]
+) -> None:
+    """Rewrite one session's projection rows from a replay (after a mismatch, or an import)."""
+    heads_upsert, branches_upsert = _UPSERTS[conn.dialect.name]
+    if head is not None:
+        conn.execute(heads_upsert, [head])
+    conn.execute(_DELETE_BRANCHES, {"key": key})
+    if branches:
+        conn.execute(branches_upsert, branches)
+
+
+def has_events(conn: Connection, key: str) -> bool:
+    return conn.execute(_HAS_EVENTS, {"key": key}).first() is not None
+
+
+def load_session(conn: Connection, key: str) -> LoadedSession:
+    """Every event row of ``key`` in ``seq`` order, with the projection rows, in one read."""
+    events = conn.execute(_LOAD_EVENTS[conn.dialect.name], {"key": key}).scalars().all()
+    head = conn.execute(_LOAD_HEAD, {"key": key}).first()
+    branches = {row[0]: row[1] for row in conn.execute(_LOAD_BRANCHES, {"key": key})}
+    # Joining the rows' texts is cheap; the array is parsed once, by pydantic-core.
+    array = "[" + ",".join(events) + "]"
+    return array, (head[0], head[1], head[2]) if head is not None else None, branches
+
+
+def session_keys(conn: Connection) -> list[str]:
+    return list(conn.execute(_SESSION_KEYS).scalars())

@@ -1,0 +1,95 @@
+"""The values a :class:`~core.sessions.tree.SessionTree` hands out.
+
+All frozen pydantic models: a snapshot given to a tool or a test cannot drift
+from the log it was taken from, and two snapshots compare by value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from core.sessions.events import SessionEvent
+
+__all__ = [
+    "QueuedMessage",
+    "SessionSnapshot",
+    "SteerInterruption",
+    "TreeNode",
+    "UsageTotals",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class QueuedMessage(BaseModel):
+    """A user message waiting for a running turn: to steer it, or to follow it."""
+
+    model_config = _FROZEN
+
+    item_id: str
+    mode: Literal["steer", "follow_up"]
+    text: str
+    author_id: str | None
+    queued_at: datetime
+
+
+class SteerInterruption(BaseModel):
+    """Where a steering message cut a turn short, and which tool calls it skipped."""
+
+    model_config = _FROZEN
+
+    turn_id: str
+    step: int
+    skipped_tool_call_ids: tuple[str, ...]
+
+
+class UsageTotals(BaseModel):
+    """Tokens and cost summed over every ``usage`` event of the session.
+
+    ``cost_usd`` adds the costs that were reported; usage without a cost counts as zero.
+    """
+
+    model_config = _FROZEN
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class TreeNode(BaseModel):
+    """A conversation node with its children, for display.
+
+    Built bottom-up by :meth:`SessionTree.tree` without recursion; a path of
+    thousands of nodes nests that deep, so walk it with a stack, not recursion.
+    """
+
+    model_config = _FROZEN
+
+    event: SessionEvent
+    children: list[TreeNode]
+    on_active_path: bool
+    bookmarks: list[str]
+
+
+class SessionSnapshot(BaseModel):
+    """What a session looks like now, for tests and tools (SPEC "Session event tree").
+
+    ``last_interruption`` is the steer interruption of the latest turn (reset
+    when the next turn starts); ``branches`` maps each branch id to its head.
+    """
+
+    model_config = _FROZEN
+
+    session_key: str
+    active_branch_id: str
+    head_node_id: str | None
+    bookmarks: dict[str, str]
+    steering_queue: tuple[QueuedMessage, ...]
+    follow_up_queue: tuple[QueuedMessage, ...]
+    last_interruption: SteerInterruption | None
+    running: bool
+    running_turn_id: str | None
+    branches: dict[str, str | None]

@@ -1,0 +1,225 @@
+"""SessionLog and the store: rehydration, projections, group commit, one writer per seq."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import IntegrityError
+from structlog.testing import capture_logs
+
+from core.clock import FakeClock
+from core.errors import SessionError
+from core.sessions import SessionLog, SessionTree
+from core.sessions import repository as session_repository
+from core.store import Database
+from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
+from tests.fixtures.sessions import reply, say, system
+from tests.fixtures.stores import StoreFactory
+
+_HEADS = SessionHeadRow.__table__
+_BRANCHES = SessionBranchRow.__table__
+_EVENTS = SessionEventRow.__table__
+
+
+async def _conversation(log: SessionLog, tree: SessionTree) -> None:
+    """A session with a fork, a bookmark, queues, usage and an interrupted turn."""
+    first = await say(log, tree, "hello <b>world</b>", author_id="u1")
+    await reply(log, tree, "hi")
+    await log.continue_from(tree, first.node_id)
+    await say(log, tree, "hello again", mode="follow_up")
+    await log.bookmark(tree, first.node_id, "start")
+    await system(log, tree, "turn_started", turn_id="t1", trigger="follow_up")
+    await system(log, tree, "message_queued", item_id="s1", mode="steer", text="stop")
+    await system(log, tree, "message_queued", item_id="f1", mode="follow_up", text="then")
+    await system(
+        log,
+        tree,
+        "steer_interruption",
+        turn_id="t1",
+        step=1,
+        skipped_tool_call_ids=["c2"],
+        steering_item_ids=["s1"],
+    )
+    await system(log, tree, "usage", turn_id="t1", prompt_tokens=3, completion_tokens=4)
+
+
+def _projection(key: str) -> Any:
+    def read(conn: Connection) -> tuple[Any, dict[str, str | None]]:
+        head = conn.execute(
+            select(_HEADS.c.active_branch_id, _HEADS.c.head_node_id, _HEADS.c.last_seq).where(
+                _HEADS.c.session_key == key
+            )
+        ).one()
+        branches = conn.execute(
+            select(_BRANCHES.c.branch_id, _BRANCHES.c.head_node_id).where(
+                _BRANCHES.c.session_key == key
+            )
+        ).all()
+        return tuple(head), dict(branches)
+
+    return read
+
+
+class TestRehydrate:
+    async def test_reopened_store_gives_the_same_tree(
+        self, open_store: StoreFactory, clock: FakeClock
+    ) -> None:
+        """After close and reopen, the loaded tree equals the one in memory."""
+        db = await open_store()
+        log = SessionLog(db, clock=clock)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        await log.close()
+        await db.close()
+
+        reopened = SessionLog(await open_store(), clock=clock)
+        loaded = await reopened.load("s")
+        assert loaded.snapshot() == tree.snapshot()
+        assert loaded.path() == tree.path()
+        assert loaded == tree
+        assert loaded.total_usage == tree.total_usage
+        assert all(e.created_at.tzinfo is not None for e in loaded.events)
+
+    async def test_projection_tables_agree_with_the_replay(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """session_heads and session_branches hold what the replay computes."""
+        log = SessionLog(database, clock=clock)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        head, branches = await database.run(_projection("s"))
+        assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
+        assert branches == tree.branches
+
+    async def test_a_wrong_projection_is_logged_and_repaired(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """When the projection disagrees, the events win and the projection is rewritten."""
+        log = SessionLog(database, clock=clock)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        await database.run(
+            lambda conn: conn.execute(
+                _HEADS.update().values(head_node_id=None, last_seq=1, active_branch_id="main")
+            )
+        )
+        with capture_logs() as logs:
+            loaded = await log.load("s")
+        assert loaded == tree
+        assert [e["event"] for e in logs] == ["session.projection_mismatch"]
+        assert logs[0]["session_key"] == "s"
+        head, branches = await database.run(_projection("s"))
+        assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
+        assert branches == tree.branches
+
+    async def test_unknown_key_is_an_empty_tree(self, database: Database) -> None:
+        """Loading a session that never had events gives an empty tree, and stores nothing."""
+        log = SessionLog(database)
+        tree = await log.load("new")
+        assert (len(tree), tree.head_id, tree.last_seq) == (0, None, 0)
+        assert await log.session_keys() == []
+
+    async def test_session_keys(self, database: Database) -> None:
+        """Every session with an event is listed, sorted."""
+        log = SessionLog(database)
+        for key in ("b", "a"):
+            await say(log, await log.load(key), "hi")
+        assert await log.session_keys() == ["a", "b"]
+
+
+class TestConcurrency:
+    async def test_fifty_sessions_append_concurrently(self, database: Database) -> None:
+        """All appends succeed, each session's seq is contiguous, and commits were shared."""
+        log = SessionLog(database)
+        trees = [await log.load(f"s{i:02d}") for i in range(50)]
+        transactions = 0
+        run = database.run
+
+        async def counting_run(fn: Any, /, *args: Any) -> Any:
+            nonlocal transactions
+            transactions += 1
+            return await run(fn, *args)
+
+        database.run = counting_run  # type: ignore[method-assign]
+        try:
+
+            async def talk(tree: SessionTree) -> None:
+                for i in range(5):
+                    await say(log, tree, f"q{i}")
+                    await reply(log, tree, f"a{i}")
+
+            async with asyncio.timeout(60), asyncio.TaskGroup() as group:
+                for tree in trees:
+                    group.create_task(talk(tree))
+        finally:
+            del database.run
+        assert transactions < 50 * 10 / 2
+        for tree in trees:
+            loaded = await log.load(tree.session_key)
+            assert [e.seq for e in loaded.events] == list(range(1, 11))
+            assert loaded == tree
+            assert len(loaded.path()) == 10
+
+    async def test_seq_is_unique_per_session(self, database: Database) -> None:
+        """A second writer with a stale tree fails; the store keeps one event at that seq."""
+        first, second = SessionLog(database), SessionLog(database)
+        mine, theirs = await first.load("s"), await second.load("s")
+        await say(first, mine, "mine")
+        with pytest.raises(SessionError, match="another writer"):
+            await say(second, theirs, "theirs")
+        assert len(theirs) == 0
+        loaded = await first.load("s")
+        assert [e.payload["text"] for e in loaded.events] == ["mine"]
+
+    async def test_the_store_refuses_a_duplicate_seq(self, database: Database) -> None:
+        """The primary key (session_key, seq) holds even for a write that skips SessionLog."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        event = await say(log, tree, "hi")
+        row = {**event.model_dump(), "node_id": "f" * 32}
+        head = {
+            "session_key": "s",
+            "active_branch_id": "main",
+            "head_node_id": None,
+            "last_seq": 1,
+            "updated_at": event.created_at,
+        }
+        with pytest.raises(IntegrityError):
+            await database.run(session_repository.write_events, [row], [head], [])
+
+    async def test_one_conflict_does_not_fail_the_batch(self, database: Database) -> None:
+        """A stale writer sharing a transaction with others fails alone."""
+        log, other = SessionLog(database), SessionLog(database)
+        stale = await other.load("contested")
+        await say(log, await log.load("contested"), "first")
+        trees = [await log.load(f"ok{i}") for i in range(5)]
+        results = await asyncio.gather(
+            say(other, stale, "late"),
+            *(say(log, tree, "fine") for tree in trees),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], SessionError)
+        assert all(not isinstance(r, BaseException) for r in results[1:])
+        assert all(tree.last_seq == 1 for tree in trees)
+
+    async def test_a_cancelled_caller_still_gets_its_event_applied(
+        self, database: Database
+    ) -> None:
+        """Cancelling an append mid-commit leaves the tree in step with the store."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        task = asyncio.get_running_loop().create_task(say(log, tree, "hello"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await log.close()
+        stored = await log.load("s")
+        assert len(stored) == 1
+        assert stored == tree
+        nxt = await say(log, tree, "again")
+        assert nxt.seq == len(stored) + 1
