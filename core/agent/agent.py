@@ -1,0 +1,308 @@
+"""Agent: one per session; owns the queues' entry points and the running loop task.
+
+State lives in the session tree (fed only by the session log), so an agent
+can be dropped and rebuilt from the log at any time. The agent adds what must
+not be persisted: the running task, observers, and one lock that makes
+"is a turn running? then queue, else start one" atomic with the loop's own
+"any follow-up left? else stop" — without it a message sent just as a turn
+ends could be queued after the loop's last look and stranded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from core.agent.events import AgentErrorEvent, AgentEvent, MessageQueued, TurnCancelled
+from core.agent.loop import PendingMessage, run_turns
+from core.agent.messages import derive_messages, unanswered_results
+from core.agent.policy import ContinuationHook, StopPolicy, default_should_continue
+from core.agent.tools import ToolRegistry
+from core.errors import ThreadboundError
+from core.logging import get_logger
+from core.providers.types import ChatMessage, Provider
+from core.sessions.events import DeliveryMode, SessionEvent
+from core.sessions.log import SessionLog
+from core.sessions.tree import QueuedMessage, SessionSnapshot, SessionTree
+
+__all__ = ["Agent", "AgentBusy", "AgentSettings", "Submission"]
+
+_log = get_logger("core.agent")
+T = TypeVar("T")
+
+CANCELLED_RESULT = "not run: the user cancelled the turn"
+
+
+class AgentBusy(ThreadboundError):
+    """``send`` while a turn runs: the caller must say whether to steer or queue."""
+
+    def __init__(self, session_key: str) -> None:
+        self.session_key = session_key
+        super().__init__(
+            f"session {session_key!r} is running a turn; use steer() to redirect it now "
+            "or follow_up() to queue the message for after this turn"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    system_prompt: str | None = None
+    model: str | None = None
+    agent_name: str | None = None
+    steer_skips_pending_tools: bool = True
+    follow_up_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
+    stop_policy: StopPolicy = field(default_factory=StopPolicy)
+    should_continue: ContinuationHook = default_should_continue
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What happened to a message: delivered now (it started a turn) or queued."""
+
+    requested: DeliveryMode
+    delivered: DeliveryMode | None
+    queued_item_id: str | None = None
+
+    @property
+    def queued(self) -> bool:
+        return self.queued_item_id is not None
+
+
+class Agent:
+    """The public face of one session's agent: send, steer, follow_up, cancel."""
+
+    def __init__(
+        self,
+        tree: SessionTree,
+        log: SessionLog,
+        provider: Provider,
+        tools: ToolRegistry | None = None,
+        settings: AgentSettings | None = None,
+        *,
+        on_crash: Callable[[Agent, BaseException], None] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.session_key = tree.session_key
+        self._session_log = log
+        self.provider = provider
+        self.tools = tools or ToolRegistry()
+        settings = settings or AgentSettings()
+        self.settings = settings
+        self.system_prompt = settings.system_prompt
+        self.model = settings.model
+        self.agent_name = settings.agent_name
+        self.stop_policy = settings.stop_policy
+        self.should_continue = settings.should_continue
+        self.steer_skips_pending_tools = settings.steer_skips_pending_tools
+        self._on_crash = on_crash
+        self._entry = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._listeners: list[Callable[[AgentEvent], None]] = []
+        self._in_flight: set[asyncio.Future[Any]] = set()
+        self._message_cache: dict[str, ChatMessage] = {}
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def snapshot(self) -> SessionSnapshot:
+        return self.tree.snapshot()
+
+    def derive_messages(self) -> list[ChatMessage]:
+        """The provider messages of the active path (each event converted once)."""
+        return derive_messages(
+            self.tree, system_prompt=self.system_prompt, cache=self._message_cache
+        )
+
+    async def wait_idle(self) -> None:
+        """Return once no turn runs and no follow-up is waiting to start one."""
+        await self._idle.wait()
+
+    # -- entry points ----------------------------------------------------------
+
+    async def send(self, content: str, *, author_id: str | None = None) -> Submission:
+        """Start a turn with this message; refused (AgentBusy) while a turn runs."""
+        async with self._entry:
+            if self.running:
+                raise AgentBusy(self.session_key)
+            return self._start("normal", "normal", content, author_id)
+
+    async def steer(self, content: str, *, author_id: str | None = None) -> Submission:
+        """Redirect the running turn at its next safe point; idle, it starts a turn."""
+        return await self._submit("steer", content, author_id)
+
+    async def follow_up(self, content: str, *, author_id: str | None = None) -> Submission:
+        """Queue for after the running turn; idle, it starts a turn."""
+        return await self._submit("follow_up", content, author_id)
+
+    async def resume(self) -> bool:
+        """Start on queued follow-ups (after a restart); False when idle with nothing queued."""
+        async with self._entry:
+            if self.running:
+                return True
+            batch = self._take_follow_ups()
+            if not batch:
+                return False
+            self._spawn(batch)
+            return True
+
+    async def _submit(
+        self, mode: Literal["steer", "follow_up"], content: str, author_id: str | None
+    ) -> Submission:
+        async with self._entry:
+            if not self.running:
+                # Nothing to steer or queue behind: deliver as an ordinary message,
+                # and keep what was asked for in the log.
+                return self._start(mode, "normal", content, author_id)
+            item_id = uuid.uuid4().hex
+            await self.append(
+                "message_queued",
+                {"item_id": item_id, "mode": mode, "text": content, "author_id": author_id},
+            )
+        self.emit(MessageQueued(self.session_key, item_id, mode, content))
+        return Submission(requested=mode, delivered=None, queued_item_id=item_id)
+
+    def _start(
+        self, requested: DeliveryMode, delivered: DeliveryMode, content: str, author: str | None
+    ) -> Submission:
+        self._spawn([PendingMessage(content, delivered, requested, author)])
+        return Submission(requested=requested, delivered=delivered)
+
+    # -- cancel ----------------------------------------------------------------
+
+    async def cancel(self, *, keep_queues: bool = False) -> list[QueuedMessage]:
+        """Stop the running turn at its next await point; returns the dropped messages.
+
+        The model stream is closed and a running tool is cancelled; calls left
+        without a result get a synthetic one so the history stays valid. Both
+        queues are cleared unless ``keep_queues``.
+        """
+        async with self._entry:
+            task = self._task
+            turn_id = self.tree.running_turn_id
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            # Writes the loop had already started still land; see them before
+            # deciding which tool calls were left without a result.
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            dropped = [] if keep_queues else [*self.tree.steering_queue, *self.tree.follow_up_queue]
+            if task is None and turn_id is None and not dropped:
+                return []
+            items: list[tuple[str, dict[str, Any], DeliveryMode | None]] = [
+                ("tool_result", payload, None)
+                for payload in unanswered_results(self.tree, CANCELLED_RESULT, turn_id)
+            ]
+            items.append(
+                (
+                    "turn_cancelled",
+                    {"turn_id": turn_id, "dropped_item_ids": [m.item_id for m in dropped]},
+                    None,
+                )
+            )
+            if dropped:
+                items.append(
+                    (
+                        "queue_cleared",
+                        {"item_ids": [m.item_id for m in dropped], "reason": "cancelled"},
+                        None,
+                    )
+                )
+            await self.append_many(items)
+            self._mark_idle()
+        self.emit(TurnCancelled(self.session_key, turn_id, tuple(m.text for m in dropped)))
+        return dropped
+
+    # -- the running task ------------------------------------------------------
+
+    def _spawn(self, batch: list[PendingMessage]) -> None:
+        self._idle.clear()
+        self._task = asyncio.create_task(
+            run_turns(self, batch, self._next_batch), name=f"agent:{self.session_key}"
+        )
+        self._task.add_done_callback(self._loop_done)
+
+    async def _next_batch(self) -> list[PendingMessage]:
+        """The loop's "anything left?", atomic with the entry points' "is it running?"."""
+        async with self._entry:
+            batch = self._take_follow_ups()
+            if not batch:
+                self._mark_idle()
+            return batch
+
+    def _take_follow_ups(self) -> list[PendingMessage]:
+        queue = self.tree.follow_up_queue
+        if self.settings.follow_up_mode == "one-at-a-time":
+            queue = queue[:1]
+        return [
+            PendingMessage(m.text, "follow_up", "follow_up", m.author_id, m.item_id) for m in queue
+        ]
+
+    def _mark_idle(self) -> None:
+        self._task = None
+        self._idle.set()
+
+    def _loop_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        # A bug or a store failure, not a model error (those end the turn in-band).
+        if self._task is task:
+            self._mark_idle()
+        _log.error("agent.crashed", session_key=self.session_key, exc_info=exc)
+        self.emit(AgentErrorEvent(self.session_key, self.tree.running_turn_id, str(exc)))
+        if self._on_crash is not None:
+            self._on_crash(self, exc)
+
+    # -- log and observers (used by the loop) -----------------------------------
+
+    async def append(
+        self, type_: str, payload: dict[str, Any], delivery_mode: DeliveryMode | None = None
+    ) -> SessionEvent:
+        return await self._write(
+            self._session_log.append(self.tree, type_, payload, delivery_mode=delivery_mode)
+        )
+
+    async def append_many(
+        self, items: Sequence[tuple[str, dict[str, Any], DeliveryMode | None]]
+    ) -> list[SessionEvent]:
+        return await self._write(self._session_log.append_many(self.tree, items))
+
+    async def _write(self, write: Coroutine[Any, Any, T]) -> T:
+        # Shielded: once an event is on its way to the store, cancelling the turn
+        # must not leave the tree behind the store. cancel() waits for these.
+        future = asyncio.ensure_future(write)
+        self._in_flight.add(future)
+        future.add_done_callback(self._in_flight.discard)
+        return await asyncio.shield(future)
+
+    def subscribe(self, listener: Callable[[AgentEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event; returns the function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        """Every event from now on, as an async iterator (unsubscribes when closed)."""
+        queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
+        unsubscribe = self.subscribe(queue.put_nowait)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            unsubscribe()
+
+    def emit(self, event: AgentEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                _log.warning("agent.listener_failed", session_key=self.session_key, exc_info=True)

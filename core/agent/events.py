@@ -1,0 +1,121 @@
+"""What an agent tells its observers: a closed set of event types.
+
+Observers (the Discord adapter streaming into a thread, a progress line, a
+test) subscribe to these; the durable record is the session log, not these.
+Each type is small and frozen, and ``AgentEvent`` is their union, so an
+observer's ``match`` can be checked for exhaustiveness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.providers.types import ToolCall
+from core.sessions.events import DeliveryMode
+
+__all__ = [
+    "AgentErrorEvent",
+    "AgentEvent",
+    "MessageQueued",
+    "SteeringInjected",
+    "TextDelta",
+    "ToolFinished",
+    "ToolStarted",
+    "ToolsSkipped",
+    "TurnCancelled",
+    "TurnEnded",
+    "TurnStarted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    session_key: str
+    turn_id: str
+    trigger: DeliveryMode
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    session_key: str
+    turn_id: str
+    reason: str
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    session_key: str
+    turn_id: str
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    session_key: str
+    turn_id: str
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    session_key: str
+    turn_id: str
+    call: ToolCall
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsSkipped:
+    """Planned tool calls that a steering message superseded."""
+
+    session_key: str
+    turn_id: str
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SteeringInjected:
+    session_key: str
+    turn_id: str
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQueued:
+    """A steer or follow-up arrived while a turn runs and waits for its safe point."""
+
+    session_key: str
+    item_id: str
+    mode: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCancelled:
+    session_key: str
+    turn_id: str | None
+    dropped: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class AgentErrorEvent:
+    session_key: str
+    turn_id: str | None
+    message: str
+
+
+AgentEvent = (
+    TurnStarted
+    | TurnEnded
+    | TextDelta
+    | ToolStarted
+    | ToolFinished
+    | ToolsSkipped
+    | SteeringInjected
+    | MessageQueued
+    | TurnCancelled
+    | AgentErrorEvent
+)

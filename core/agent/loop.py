@@ -1,0 +1,308 @@
+"""The agent loop, to be read top to bottom.
+
+``run_turns`` runs one turn per batch of user messages and keeps going while
+follow-ups are queued. Inside a turn, ``run_turn`` calls the model, runs the
+tools it asked for, and calls it again while the continuation hook says so
+and the stop policy allows. Steering is acted on only at safe points:
+
+- while the model streams, nothing is interrupted; the step finishes first;
+- between tool calls: a queued steer skips the calls not yet started (each
+  gets a synthetic "skipped" result so the provider history stays valid) and
+  the interruption is recorded;
+- after the step: queued steering is injected as tagged user messages and the
+  model is called again.
+
+Everything the loop decides is appended to the session log before it acts on
+it, so a restart sees the same history. The loop holds no state of its own:
+the tree (fed by the log) is the state, the host gives it the rest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.agent.events import (
+    AgentErrorEvent,
+    AgentEvent,
+    SteeringInjected,
+    TextDelta,
+    ToolFinished,
+    ToolsSkipped,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from core.agent.messages import SKIPPED_RESULT
+from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
+from core.agent.tools import ToolContext, ToolRegistry
+from core.errors import ProviderError
+from core.providers.types import ChatMessage, Provider, StreamDone, ToolCall, ToolCallReady
+from core.providers.types import TextDelta as ProviderText
+from core.sessions.events import DeliveryMode, SessionEvent
+from core.sessions.tree import QueuedMessage, SessionTree
+
+__all__ = ["LoopHost", "PendingMessage", "run_turn", "run_turns"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMessage:
+    """A user message about to open (or continue) a turn."""
+
+    text: str
+    delivered: DeliveryMode
+    requested: DeliveryMode
+    author_id: str | None = None
+    queue_item_id: str | None = None
+
+
+class LoopHost(Protocol):
+    """What the loop needs from the agent that runs it."""
+
+    session_key: str
+    tree: SessionTree
+    provider: Provider
+    tools: ToolRegistry
+    system_prompt: str | None
+    model: str | None
+    agent_name: str | None
+    stop_policy: StopPolicy
+    should_continue: ContinuationHook
+    steer_skips_pending_tools: bool
+
+    def derive_messages(self) -> list[ChatMessage]: ...
+
+    async def append(
+        self, type_: str, payload: dict[str, Any], delivery_mode: DeliveryMode | None = None
+    ) -> SessionEvent: ...
+
+    async def append_many(
+        self, items: Sequence[tuple[str, dict[str, Any], DeliveryMode | None]]
+    ) -> list[SessionEvent]: ...
+
+    def emit(self, event: AgentEvent) -> None: ...
+
+
+NextBatch = Callable[[], Awaitable[list[PendingMessage]]]
+
+
+async def run_turns(host: LoopHost, first: list[PendingMessage], next_batch: NextBatch) -> None:
+    """Run turns until no follow-up is waiting; ``next_batch`` decides (and may end) that."""
+    batch = first
+    while batch:
+        await run_turn(host, batch)
+        batch = await next_batch()
+
+
+async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
+    turn_id = uuid.uuid4().hex
+    key = host.session_key
+
+    # -- open the turn: its marker, then the user message(s) that trigger it
+    await host.append("turn_started", {"turn_id": turn_id, "trigger": batch[0].delivered})
+    host.emit(TurnStarted(key, turn_id, batch[0].delivered))
+    for message in batch:
+        await host.append("user_message", _user_payload(message), message.delivered)
+
+    step, reason, error = 0, "completed", None
+    try:
+        while True:
+            step += 1
+
+            # -- stop policy first: it always wins over the continuation hook
+            if step > host.stop_policy.max_steps_per_turn:
+                step, reason = step - 1, "max_steps"
+                break
+            usage = host.tree.total_usage
+            exceeded = host.stop_policy.budget_exceeded(
+                usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
+            )
+            if exceeded is not None:
+                await host.append(
+                    "budget_stop",
+                    {"turn_id": turn_id, "limit": exceeded.limit, "used": exceeded.used},
+                )
+                step, reason = step - 1, "budget"
+                break
+
+            # -- call the model; a steer arriving now waits for the stream to end
+            text, calls = await _model_step(host, turn_id, step)
+
+            # -- run the tools in order; a queued steer skips the ones not started
+            for index, call in enumerate(calls):
+                if host.steer_skips_pending_tools and host.tree.steering_queue:
+                    await _skip_tools(host, turn_id, step, calls[index:])
+                    break
+                await _run_tool(host, turn_id, call)
+
+            # -- inject steering that arrived during this step, then decide
+            injected = await _inject_steering(host, turn_id)
+            info = StepInfo(step, bool(calls), injected, text)
+            if not host.should_continue(info):
+                break
+    except ProviderError as exc:
+        reason, error = "error", str(exc)
+        host.emit(AgentErrorEvent(key, turn_id, error))
+
+    # -- close the turn durably before any follow-up may start
+    await host.append(
+        "turn_ended", {"turn_id": turn_id, "reason": reason, "steps": step, "error": error}
+    )
+    leftover = host.tree.steering_queue
+    if leftover:  # steering that missed every safe point becomes the next follow-up
+        await host.append(
+            "queue_moved",
+            {
+                "item_ids": [m.item_id for m in leftover],
+                "from_mode": "steer",
+                "to_mode": "follow_up",
+            },
+        )
+    host.emit(TurnEnded(key, turn_id, reason, step))
+
+
+async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, list[ToolCall]]:
+    """Stream one model response, then record it (and its usage) in one go."""
+    messages = host.derive_messages()
+    parts: list[str] = []
+    calls: list[ToolCall] = []
+    done = StreamDone()
+    stream = host.provider.stream(messages, tools=host.tools.specs(), model=host.model)
+    async with aclosing(stream) as events:  # cancellation closes the HTTP stream
+        async for event in events:
+            if isinstance(event, ProviderText):
+                parts.append(event.text)
+                host.emit(TextDelta(host.session_key, turn_id, step, event.text))
+            elif isinstance(event, ToolCallReady):
+                calls.append(event.call)
+            elif isinstance(event, StreamDone):
+                done = event
+    calls = _unique_ids(calls, turn_id, step)
+    text = "".join(parts)
+    items: list[tuple[str, dict[str, Any], DeliveryMode | None]] = [
+        (
+            "assistant_message",
+            {
+                "turn_id": turn_id,
+                "text": text,
+                "tool_calls": [c.model_dump() for c in calls],
+                "finish_reason": done.finish_reason,
+            },
+            None,
+        )
+    ]
+    if done.usage is not None:
+        items.append(
+            (
+                "usage",
+                {
+                    "turn_id": turn_id,
+                    "prompt_tokens": done.usage.prompt_tokens,
+                    "completion_tokens": done.usage.completion_tokens,
+                    "cost_usd": done.usage.cost_usd,
+                },
+                None,
+            )
+        )
+    await host.append_many(items)
+    return text, calls
+
+
+async def _run_tool(host: LoopHost, turn_id: str, call: ToolCall) -> None:
+    host.emit(ToolStarted(host.session_key, turn_id, call))
+    context = ToolContext(host.session_key, turn_id, call.id, host.agent_name)
+    outcome = await host.tools.execute(call, context)
+    await host.append(
+        "tool_result",
+        {
+            "turn_id": turn_id,
+            "tool_call_id": call.id,
+            "name": call.name,
+            "content": outcome.content,
+            "is_error": outcome.is_error,
+        },
+    )
+    host.emit(ToolFinished(host.session_key, turn_id, call, outcome.content, outcome.is_error))
+
+
+async def _skip_tools(host: LoopHost, turn_id: str, step: int, skipped: Sequence[ToolCall]) -> None:
+    """Answer each superseded call with a synthetic result and record the interruption."""
+    items: list[tuple[str, dict[str, Any], DeliveryMode | None]] = [
+        (
+            "tool_result",
+            {
+                "turn_id": turn_id,
+                "tool_call_id": call.id,
+                "name": call.name,
+                "content": SKIPPED_RESULT,
+                "skipped": True,
+            },
+            None,
+        )
+        for call in skipped
+    ]
+    items.append(
+        (
+            "steer_interruption",
+            {
+                "turn_id": turn_id,
+                "step": step,
+                "skipped_tool_call_ids": [c.id for c in skipped],
+                "steering_item_ids": [m.item_id for m in host.tree.steering_queue],
+            },
+            None,
+        )
+    )
+    await host.append_many(items)
+    host.emit(ToolsSkipped(host.session_key, turn_id, tuple(skipped)))
+
+
+async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
+    """Deliver every queued steering message as a steer user message."""
+    queued: tuple[QueuedMessage, ...] = host.tree.steering_queue
+    if not queued:
+        return False
+    await host.append_many(
+        [
+            (
+                "user_message",
+                _user_payload(
+                    PendingMessage(
+                        text=m.text,
+                        delivered="steer",
+                        requested="steer",
+                        author_id=m.author_id,
+                        queue_item_id=m.item_id,
+                    )
+                ),
+                "steer",
+            )
+            for m in queued
+        ]
+    )
+    host.emit(SteeringInjected(host.session_key, turn_id, tuple(m.text for m in queued)))
+    return True
+
+
+def _user_payload(message: PendingMessage) -> dict[str, Any]:
+    return {
+        "text": message.text,
+        "requested_mode": message.requested,
+        "author_id": message.author_id,
+        "queue_item_id": message.queue_item_id,
+    }
+
+
+def _unique_ids(calls: list[ToolCall], turn_id: str, step: int) -> list[ToolCall]:
+    """Some servers omit or repeat call ids; the history needs each to be unique."""
+    seen: set[str] = set()
+    fixed: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            call = call.model_copy(update={"id": f"call_{turn_id[:8]}_{step}_{index}"})
+        seen.add(call.id)
+        fixed.append(call)
+    return fixed

@@ -1,0 +1,182 @@
+"""SessionRuntime: one agent (actor) per live session, supervised.
+
+An agent is started on first use and rebuilt from the session log, which is
+the only source of truth: conversation, head, bookmarks and queued follow-ups
+all come back after a restart. A turn that was running when the process died
+is marked ``turn_interrupted`` (its unanswered tool calls get synthetic
+results) and is never silently re-run; queued follow-ups then resume, since
+they are requests the user already made. Idle agents are evicted to bound
+memory; an agent whose task crashes is rebuilt from the log, a few times at
+most before the runtime gives up on that session and says so in the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.agent.agent import Agent
+from core.agent.events import AgentEvent, TurnCancelled, TurnEnded
+from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
+from core.clock import Clock, SystemClock
+from core.logging import get_logger
+from core.sessions.log import SessionLog
+from core.sessions.tree import SessionTree
+
+__all__ = ["AgentFactory", "SessionRuntime"]
+
+_log = get_logger("core.runtime")
+
+AgentFactory = Callable[[SessionTree, SessionLog, Callable[[Agent, BaseException], None]], Agent]
+"""Builds the agent of a session (provider, tools, settings by its profile), given
+its rehydrated tree, the log, and the crash callback to pass to ``Agent``."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    agent: Agent
+    last_used: datetime
+
+
+class SessionRuntime:
+    """Registry of live agents keyed by session key."""
+
+    def __init__(
+        self,
+        log: SessionLog,
+        factory: AgentFactory,
+        *,
+        clock: Clock | None = None,
+        idle_evict_seconds: float = 900.0,
+        max_restarts: int = 3,
+        restart_window_seconds: float = 300.0,
+    ) -> None:
+        self._log = log
+        self._factory = factory
+        self.clock: Clock = clock or SystemClock()
+        self._idle_evict = timedelta(seconds=idle_evict_seconds)
+        self._max_restarts = max_restarts
+        self._restart_window = timedelta(seconds=restart_window_seconds)
+        self._entries: dict[str, _Entry] = {}
+        self._starting: dict[str, asyncio.Lock] = {}
+        self._crashes: dict[str, list[datetime]] = {}
+        self._restarts: set[asyncio.Task[None]] = set()
+
+    def resident(self) -> list[str]:
+        """Session keys with an agent in memory."""
+        return list(self._entries)
+
+    def peek(self, session_key: str, /) -> Agent | None:
+        """The resident agent, without starting one."""
+        entry = self._entries.get(session_key)
+        return entry.agent if entry else None
+
+    async def get(self, session_key: str, /) -> Agent:
+        """The session's agent, started and rehydrated on first use."""
+        entry = self._entries.get(session_key)
+        if entry is not None:
+            entry.last_used = self.clock.now()
+            return entry.agent
+        lock = self._starting.setdefault(session_key, asyncio.Lock())
+        async with lock:
+            entry = self._entries.get(session_key)
+            if entry is None:
+                agent = await self._start(session_key)
+                entry = _Entry(agent, self.clock.now())
+                self._entries[session_key] = entry
+                await agent.resume()
+            return entry.agent
+
+    async def _start(self, session_key: str) -> Agent:
+        tree = await self._log.load(session_key)
+        await self._close_interrupted_turn(tree)
+        agent = self._factory(tree, self._log, self._crashed)
+        agent.subscribe(self._on_event)
+        return agent
+
+    def _on_event(self, event: AgentEvent) -> None:
+        # Idleness counts from the end of the last turn, not from the last get().
+        if isinstance(event, TurnEnded | TurnCancelled):
+            self.touch(event.session_key)
+
+    async def _close_interrupted_turn(self, tree: SessionTree) -> None:
+        turn_id = tree.running_turn_id
+        if turn_id is None:
+            return
+        items = [
+            ("tool_result", payload, None)
+            for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
+        ]
+        items.append(("turn_interrupted", {"turn_id": turn_id}, None))
+        await self._log.append_many(tree, items)
+        _log.warning("session.turn_interrupted", session_key=tree.session_key, turn_id=turn_id)
+
+    # -- supervision -----------------------------------------------------------
+
+    def _crashed(self, agent: Agent, exc: BaseException) -> None:
+        key = agent.session_key
+        if self._entries.get(key, None) is not None and self._entries[key].agent is agent:
+            del self._entries[key]
+        now = self.clock.now()
+        recent = [t for t in self._crashes.get(key, []) if now - t < self._restart_window]
+        recent.append(now)
+        self._crashes[key] = recent
+        if len(recent) > self._max_restarts:
+            _log.error(
+                "session.restart_abandoned",
+                session_key=key,
+                crashes=len(recent),
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return
+        task = asyncio.get_running_loop().create_task(self._restart(key))
+        self._restarts.add(task)
+        task.add_done_callback(self._restarts.discard)
+
+    async def _restart(self, session_key: str) -> None:
+        _log.warning("session.restarting", session_key=session_key)
+        try:
+            await self.get(session_key)
+        except Exception:
+            _log.error("session.restart_failed", session_key=session_key, exc_info=True)
+
+    async def wait_restarts(self) -> None:
+        """Wait for restarts in progress (tests and shutdown use it)."""
+        while self._restarts:
+            await asyncio.gather(*self._restarts, return_exceptions=True)
+
+    # -- eviction and shutdown -------------------------------------------------
+
+    def evict_idle(self) -> list[str]:
+        """Drop agents idle for longer than the eviction period; their state is in the log."""
+        now = self.clock.now()
+        evicted = [
+            key
+            for key, entry in self._entries.items()
+            if not entry.agent.running and now - entry.last_used >= self._idle_evict
+        ]
+        for key in evicted:
+            del self._entries[key]
+        return evicted
+
+    def touch(self, session_key: str, /) -> None:
+        entry = self._entries.get(session_key)
+        if entry is not None:
+            entry.last_used = self.clock.now()
+
+    async def run_maintenance(self, *, interval_seconds: float = 60.0) -> None:
+        """Evict idle agents forever, on the runtime's clock."""
+        while True:
+            await self.clock.sleep(interval_seconds)
+            for key in self.evict_idle():
+                _log.info("session.evicted", session_key=key)
+
+    async def close(self) -> None:
+        """Stop running turns, keeping their queues, so a restart resumes them cleanly."""
+        await self.wait_restarts()
+        for entry in list(self._entries.values()):
+            if entry.agent.running:
+                await entry.agent.cancel(keep_queues=True)
+        self._entries.clear()
