@@ -17,10 +17,15 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
-from urllib.parse import urlsplit
+from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
-from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+)
 
 from core._config_flags import (
     DEFAULT_ACCOUNT_ID,
@@ -37,20 +42,30 @@ from core._config_flags import (
     ThreadBindingsLevel,
     TomlTable,
     default_token_env,
-    invalid_value,
     overridable_paths,
     resolve_flag,
     resolve_thread_bindings,
     validate_override,
 )
+from core._config_sections import (
+    STORE_SCHEMES,
+    AgentConfig,
+    BindingsConfig,
+    LoggingConfig,
+    ProviderName,
+    StoreConfig,
+)
 from core.errors import ConfigError
+from core.providers.config import ProviderConfig
 
 __all__ = [
     "DEFAULT_ACCOUNT_ID",
     "FLAG_NAMES",
     "FLAG_SPAWN_SUBAGENT_SESSIONS",
     "RUNTIME_SOURCE",
+    "STORE_SCHEMES",
     "AccountConfig",
+    "AgentConfig",
     "BindingsConfig",
     "ChannelsConfig",
     "Config",
@@ -74,56 +89,9 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = "config.toml"
 DEFAULTS_SOURCE = "<defaults>"
-STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "apikey"})
 _SECRET_KEY_PAIRS = frozenset({("api", "key"), ("private", "key"), ("webhook", "url")})
-
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-
-
-class StoreConfig(TomlTable):
-    """``[store]``: where bindings and session events are persisted."""
-
-    url: str = "sqlite:///threadbound.db"
-    busy_timeout_ms: int = Field(default=5000, gt=0)
-
-    @field_validator("url")
-    @classmethod
-    def _supported_url(cls, value: str) -> str:
-        """Only the drivers we test are accepted, and no password in the file."""
-        scheme = value.split("://", 1)[0] if "://" in value else ""
-        if scheme not in STORE_SCHEMES:
-            raise invalid_value(
-                "a SQLAlchemy URL starting with sqlite://, sqlite+aiosqlite:// "
-                "or postgresql+asyncpg://",
-                f"got scheme {scheme!r}" if scheme else "no scheme",
-            )
-        try:
-            password = urlsplit(value).password
-        except ValueError:
-            password = None
-        if password:
-            raise invalid_value(
-                "a URL without a password; put it in the PGPASSWORD environment variable",
-                "the URL contains a password (not shown)",
-            )
-        return value
-
-
-class BindingsConfig(TomlTable):
-    """``[bindings]``: timing of the binding service's background work."""
-
-    touch_flush_seconds: Seconds = 5.0
-    sweep_interval_seconds: Seconds = 60.0
-
-
-class LoggingConfig(TomlTable):
-    """``[logging]``."""
-
-    level: Literal["debug", "info", "warning", "error"] = "info"
-    json_file: str = "logs/threadbound.jsonl"
-    console: bool = True
 
 
 class Config(TomlTable):
@@ -134,6 +102,8 @@ class Config(TomlTable):
     store: StoreConfig = Field(default_factory=StoreConfig)
     bindings: BindingsConfig = Field(default_factory=BindingsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)
 
     _config_path: Path | None = PrivateAttr(default=None)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)

@@ -18,9 +18,10 @@ from typing import Any, Literal, TypeVar
 
 from core.agent.events import AgentErrorEvent, AgentEvent, MessageQueued, TurnCancelled
 from core.agent.loop import PendingMessage, run_turns
-from core.agent.messages import derive_messages, unanswered_results
+from core.agent.messages import MessageDeriver, unanswered_results
 from core.agent.policy import ContinuationHook, StopPolicy, default_should_continue
 from core.agent.tools import ToolRegistry
+from core.config import AgentConfig
 from core.errors import ThreadboundError
 from core.logging import get_logger
 from core.providers.types import ChatMessage, Provider
@@ -56,6 +57,21 @@ class AgentSettings:
     follow_up_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
     stop_policy: StopPolicy = field(default_factory=StopPolicy)
     should_continue: ContinuationHook = default_should_continue
+
+    @classmethod
+    def from_config(cls, config: AgentConfig, **profile: Any) -> AgentSettings:
+        """Settings from the ``[agent]`` table; ``profile`` adds per-agent values
+        (system prompt, model, name)."""
+        return cls(
+            steer_skips_pending_tools=config.steer_skips_pending_tools,
+            follow_up_mode=config.follow_up_mode,
+            stop_policy=StopPolicy(
+                max_steps_per_turn=config.max_steps_per_turn,
+                max_total_tokens=config.max_total_tokens or None,
+                max_cost_usd=config.max_cost_usd or None,
+            ),
+            **profile,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +120,7 @@ class Agent:
         self._idle.set()
         self._listeners: list[Callable[[AgentEvent], None]] = []
         self._in_flight: set[asyncio.Future[Any]] = set()
-        self._message_cache: dict[str, ChatMessage] = {}
+        self._deriver = MessageDeriver()
 
     # -- state -----------------------------------------------------------------
 
@@ -116,10 +132,8 @@ class Agent:
         return self.tree.snapshot()
 
     def derive_messages(self) -> list[ChatMessage]:
-        """The provider messages of the active path (each event converted once)."""
-        return derive_messages(
-            self.tree, system_prompt=self.system_prompt, cache=self._message_cache
-        )
+        """The provider messages of the active path, converting only events new since last time."""
+        return self._deriver.derive(self.tree, system_prompt=self.system_prompt)
 
     async def wait_idle(self) -> None:
         """Return once no turn runs and no follow-up is waiting to start one."""

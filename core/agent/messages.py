@@ -20,6 +20,7 @@ from core.sessions.tree import SessionTree
 __all__ = [
     "INTERRUPTED_RESULT",
     "SKIPPED_RESULT",
+    "MessageDeriver",
     "derive_messages",
     "render_steering",
     "unanswered_results",
@@ -37,39 +38,58 @@ def render_steering(text: str, source: str = "user") -> str:
 _CONVERSATION_TYPES = frozenset({"user_message", "assistant_message", "tool_result"})
 
 
-def derive_messages(
-    tree: SessionTree,
-    *,
-    system_prompt: str | None = None,
-    cache: dict[str, ChatMessage] | None = None,
-) -> list[ChatMessage]:
-    """Provider messages for the active path, tool calls and results paired.
+def derive_messages(tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
+    """Provider messages for the active path, tool calls and results paired."""
+    return MessageDeriver().derive(tree, system_prompt=system_prompt)
 
-    Events never change, so ``cache`` (node id -> message) lets an agent convert
-    each event once instead of once per model step: without it a long turn
-    rebuilds its whole history at every step.
+
+class MessageDeriver:
+    """Derives messages incrementally: each model step converts only the new events.
+
+    It remembers the head it last derived for. When the head has only moved
+    forward (the usual case inside a turn), it walks back from the new head to
+    the old one and converts just those events; when the head moved anywhere
+    else (continue_from, another branch), it starts over from the root.
+    Without this a long turn rebuilt its whole history at every step.
     """
-    messages: list[ChatMessage] = []
-    if system_prompt:
-        messages.append(ChatMessage(role="system", content=system_prompt))
-    cache = {} if cache is None else cache
-    open_calls: list[ToolCall] = []
-    for event in tree.path():
+
+    def __init__(self) -> None:
+        self._head: str | None = None
+        self._messages: list[ChatMessage] = []
+        self._open_calls: list[ToolCall] = []
+
+    def derive(self, tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
+        for event in self._new_events(tree):
+            self._add(event)
+        self._head = tree.head_id
+        prefix = [ChatMessage(role="system", content=system_prompt)] if system_prompt else []
+        return [*prefix, *self._messages, *_unanswered(self._open_calls)]
+
+    def _new_events(self, tree: SessionTree) -> list[SessionEvent]:
+        """Events from just after the remembered head to the current head, oldest first."""
+        newer: list[SessionEvent] = []
+        node_id = tree.head_id
+        while node_id is not None and node_id != self._head:
+            event = tree.get(node_id)
+            newer.append(event)
+            node_id = event.parent_id
+        if node_id != self._head:  # the old head is not an ancestor: start over
+            self._messages, self._open_calls = [], []
+        newer.reverse()
+        return newer
+
+    def _add(self, event: SessionEvent) -> None:
         if event.type not in _CONVERSATION_TYPES:
-            continue
-        if event.type != "tool_result" and open_calls:
-            messages.extend(_unanswered(open_calls))
-            open_calls = []
-        message = cache.get(event.node_id)
-        if message is None:
-            message = cache[event.node_id] = _convert(event)
-        messages.append(message)
+            return
+        if event.type != "tool_result" and self._open_calls:
+            self._messages.extend(_unanswered(self._open_calls))
+            self._open_calls = []
+        message = _convert(event)
+        self._messages.append(message)
         if event.type == "assistant_message":
-            open_calls = list(message.tool_calls)
-        elif event.type == "tool_result" and open_calls:
-            open_calls = [c for c in open_calls if c.id != message.tool_call_id]
-    messages.extend(_unanswered(open_calls))
-    return messages
+            self._open_calls = list(message.tool_calls)
+        elif self._open_calls and event.type == "tool_result":
+            self._open_calls = [c for c in self._open_calls if c.id != message.tool_call_id]
 
 
 def _convert(event: SessionEvent) -> ChatMessage:

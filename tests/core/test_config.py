@@ -410,7 +410,10 @@ class TestFileErrors:
         """A misspelled top-level table lists the top-level tables."""
         error = error_for(tmp_path, "[sesion.threadBindings]\nenabled = true\n")
         assert error.key_path == "sesion"
-        assert error.expected == "one of the keys session, channels, store, bindings, logging"
+        assert (
+            error.expected
+            == "one of the keys session, channels, store, bindings, logging, agent, providers"
+        )
 
     def test_snake_case_flag_key_rejected(self, tmp_path: Path):
         """Flag keys must use the seed's camelCase; the snake_case spelling is unknown."""
@@ -672,3 +675,35 @@ class TestTomlKeyPath:
     def test_loc_shapes(self, loc: tuple[str | int, ...], expected: str):
         """Pydantic locations map to TOML spelling, keeping account ids and unknown keys."""
         assert toml_key_path(loc) == expected
+
+
+class TestAgentAndProviders:
+    def test_agent_defaults(self) -> None:
+        """The [agent] table defaults match the loop's documented defaults."""
+        agent = parse_config({}, env={}).agent
+        assert (agent.steer_skips_pending_tools, agent.follow_up_mode) == (True, "one-at-a-time")
+        assert (agent.max_steps_per_turn, agent.max_total_tokens) == (25, 0)
+
+    def test_providers_table(self) -> None:
+        """[providers.<name>] tables are validated and keep the key out of the file."""
+        config = parse_config(
+            {
+                "providers": {
+                    "local": {"base_url": "http://127.0.0.1:11434/v1/", "model": "qwen"},
+                    "openai": {
+                        "base_url": "https://api.openai.com/v1",
+                        "model": "gpt-4o-mini",
+                        "api_key_env": "OPENAI_API_KEY",
+                    },
+                }
+            },
+            env={},
+        )
+        assert config.providers["local"].base_url == "http://127.0.0.1:11434/v1"
+        assert config.providers["openai"].api_key_env == "OPENAI_API_KEY"
+
+    def test_bad_follow_up_mode_names_the_key(self) -> None:
+        """A wrong [agent] value is reported with its key path."""
+        with pytest.raises(ConfigError) as err:
+            parse_config({"agent": {"follow_up_mode": "later"}}, env={})
+        assert err.value.key_path == "agent.follow_up_mode"

@@ -288,3 +288,17 @@ class TestPolicies:
         await h.idle()
         reasons = [(e.payload["reason"], e.payload["error"]) for e in h.of_type("turn_ended")]
         assert reasons == [("error", "rate limited"), ("completed", None)]
+
+
+def test_settings_from_config() -> None:
+    """The [agent] table becomes loop settings; 0 budgets mean no limit."""
+    from core.config import parse_config
+
+    config = parse_config(
+        {"agent": {"follow_up_mode": "all", "max_steps_per_turn": 7, "max_cost_usd": 2.5}}, env={}
+    )
+    settings = AgentSettings.from_config(config.agent, system_prompt="hi")
+    assert (settings.follow_up_mode, settings.system_prompt) == ("all", "hi")
+    assert settings.stop_policy == StopPolicy(
+        max_steps_per_turn=7, max_total_tokens=None, max_cost_usd=2.5
+    )

@@ -1,0 +1,87 @@
+"""The operational tables of config.toml: [store], [bindings], [logging], [agent].
+
+Split from :mod:`core.config` (which re-exports them) so that module keeps to
+loading, errors and the whole-file model. These tables use snake_case keys;
+the seed's flag tables, in :mod:`core._config_flags`, keep camelCase.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, StringConstraints, field_validator
+
+from core._config_flags import TomlTable, invalid_value
+
+__all__ = [
+    "STORE_SCHEMES",
+    "AgentConfig",
+    "BindingsConfig",
+    "LoggingConfig",
+    "ProviderName",
+    "Seconds",
+    "StoreConfig",
+]
+
+STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+ProviderName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
+
+
+class StoreConfig(TomlTable):
+    """``[store]``: where bindings and session events are persisted."""
+
+    url: str = "sqlite:///threadbound.db"
+    busy_timeout_ms: int = Field(default=5000, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _supported_url(cls, value: str) -> str:
+        """Only the drivers we test are accepted, and no password in the file."""
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in STORE_SCHEMES:
+            raise invalid_value(
+                "a SQLAlchemy URL starting with sqlite://, sqlite+aiosqlite:// "
+                "or postgresql+asyncpg://",
+                f"got scheme {scheme!r}" if scheme else "no scheme",
+            )
+        try:
+            password = urlsplit(value).password
+        except ValueError:
+            password = None
+        if password:
+            raise invalid_value(
+                "a URL without a password; put it in the PGPASSWORD environment variable",
+                "the URL contains a password (not shown)",
+            )
+        return value
+
+
+class BindingsConfig(TomlTable):
+    """``[bindings]``: timing of the binding service's background work."""
+
+    touch_flush_seconds: Seconds = 5.0
+    sweep_interval_seconds: Seconds = 60.0
+
+
+class LoggingConfig(TomlTable):
+    """``[logging]``."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    json_file: str = "logs/threadbound.jsonl"
+    console: bool = True
+
+
+class AgentConfig(TomlTable):
+    """``[agent]``: how every session's agent loop behaves."""
+
+    steer_skips_pending_tools: bool = True
+    follow_up_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
+    max_steps_per_turn: int = Field(default=25, gt=0, le=1000)
+    max_total_tokens: int = Field(default=0, ge=0)
+    """Per-session token budget; 0 means no limit."""
+    max_cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Per-session cost budget; 0 means no limit."""
+    idle_evict_seconds: Seconds = 900.0
