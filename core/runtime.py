@@ -80,14 +80,18 @@ class SessionRuntime:
             entry.last_used = self.clock.now()
             return entry.agent
         lock = self._starting.setdefault(session_key, asyncio.Lock())
-        async with lock:
-            entry = self._entries.get(session_key)
-            if entry is None:
-                agent = await self._start(session_key)
-                entry = _Entry(agent, self.clock.now())
-                self._entries[session_key] = entry
-                await agent.resume()
-            return entry.agent
+        try:
+            async with lock:
+                entry = self._entries.get(session_key)
+                if entry is None:
+                    agent = await self._start(session_key)
+                    entry = _Entry(agent, self.clock.now())
+                    self._entries[session_key] = entry
+                    await agent.resume()
+                return entry.agent
+        finally:
+            if not lock.locked() and self._starting.get(session_key) is lock:
+                del self._starting[session_key]  # one lock per key would grow forever
 
     async def _start(self, session_key: str) -> Agent:
         tree = await self._log.load(session_key)

@@ -129,3 +129,13 @@ async def test_idle_agents_are_evicted_and_come_back(database: Database) -> None
     back = await runtime.get("s1")
     assert back is not agent
     assert back.derive_messages() == agent.derive_messages()
+
+
+async def test_concurrent_gets_start_one_agent(database: Database) -> None:
+    """Two first uses at once rehydrate one agent, and leave no per-key lock behind."""
+    import asyncio
+
+    runtime = SessionRuntime(SessionLog(database), factory_for(ScriptedProvider([]), GatedTools()))
+    first, second = await asyncio.gather(runtime.get("s1"), runtime.get("s1"))
+    assert first is second
+    assert runtime._starting == {}
