@@ -18,6 +18,7 @@ __all__ = [
     "STORE_SCHEMES",
     "AgentConfig",
     "BindingsConfig",
+    "DiscordEndpointsConfig",
     "LoggingConfig",
     "ProviderName",
     "Seconds",
@@ -85,3 +86,27 @@ class AgentConfig(TomlTable):
     max_cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Per-session cost budget; 0 means no limit."""
     idle_evict_seconds: Seconds = 900.0
+
+
+class DiscordEndpointsConfig(TomlTable):
+    """``[discord]``: where the bot's Discord is; unset means Discord's own addresses.
+
+    A REST proxy (or the local playground) needs both: ``api_base_url`` with the
+    version path (``https://proxy.example/api/v10``) and the gateway websocket URL.
+    """
+
+    api_base_url: str = ""
+    gateway_url: str = ""
+
+    @field_validator("api_base_url", "gateway_url")
+    @classmethod
+    def _url_or_empty(cls, value: str) -> str:
+        if not value:
+            return value
+        scheme = urlsplit(value).scheme
+        if scheme not in ("http", "https", "ws", "wss"):
+            raise invalid_value(
+                'an http(s):// or ws(s):// URL, or "" for Discord\'s own',
+                f"got scheme {scheme!r}" if scheme else "no scheme",
+            )
+        return value.rstrip("/")

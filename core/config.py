@@ -51,6 +51,7 @@ from core._config_sections import (
     STORE_SCHEMES,
     AgentConfig,
     BindingsConfig,
+    DiscordEndpointsConfig,
     LoggingConfig,
     ProviderName,
     StoreConfig,
@@ -70,6 +71,7 @@ __all__ = [
     "ChannelsConfig",
     "Config",
     "DiscordConfig",
+    "DiscordEndpointsConfig",
     "FlagValue",
     "LoggingConfig",
     "SessionConfig",
@@ -103,6 +105,7 @@ class Config(TomlTable):
     bindings: BindingsConfig = Field(default_factory=BindingsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    discord: DiscordEndpointsConfig = Field(default_factory=DiscordEndpointsConfig)
     providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)
 
     _config_path: Path | None = PrivateAttr(default=None)

@@ -410,10 +410,8 @@ class TestFileErrors:
         """A misspelled top-level table lists the top-level tables."""
         error = error_for(tmp_path, "[sesion.threadBindings]\nenabled = true\n")
         assert error.key_path == "sesion"
-        assert (
-            error.expected
-            == "one of the keys session, channels, store, bindings, logging, agent, providers"
-        )
+        tables = "session, channels, store, bindings, logging, agent, discord, providers"
+        assert error.expected == f"one of the keys {tables}"
 
     def test_snake_case_flag_key_rejected(self, tmp_path: Path):
         """Flag keys must use the seed's camelCase; the snake_case spelling is unknown."""
@@ -707,3 +705,15 @@ class TestAgentAndProviders:
         with pytest.raises(ConfigError) as err:
             parse_config({"agent": {"follow_up_mode": "later"}}, env={})
         assert err.value.key_path == "agent.follow_up_mode"
+
+
+class TestDiscordEndpoints:
+    def test_default_is_discords_own(self) -> None:
+        """Unset endpoints keep discord.py's own addresses."""
+        assert parse_config({}, env={}).discord.api_base_url == ""
+
+    def test_bad_scheme(self) -> None:
+        """An endpoint that is not http(s)/ws(s) names the key path."""
+        with pytest.raises(ConfigError) as err:
+            parse_config({"discord": {"gateway_url": "ftp://x"}}, env={})
+        assert err.value.key_path == "discord.gateway_url"

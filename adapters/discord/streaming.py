@@ -1,0 +1,120 @@
+"""Streaming a persona's output into Discord by editing its messages.
+
+Discord rate-limits message edits, and a token stream arrives far faster than
+anyone reads, so a message is edited at most once per ``min_interval`` and
+the text in between is coalesced. Output longer than one message continues in
+new messages (split by :func:`split_message`). ``close()`` always lands the
+final text, waiting out the interval if it must: the last edit is never
+dropped to respect the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from adapters.discord.text import MESSAGE_LIMIT, split_message
+from core.clock import Clock, SystemClock
+
+__all__ = ["MessageSink", "StreamingMessage"]
+
+
+class MessageSink(Protocol):
+    """Where the parts go: creating a message, and editing one."""
+
+    async def send(self, content: str) -> str:
+        """Post a new message; returns its id."""
+        ...
+
+    async def edit(self, message_id: str, content: str) -> None: ...
+
+
+class StreamingMessage:
+    """One streamed answer: possibly several Discord messages, each edited sparingly."""
+
+    def __init__(
+        self,
+        sink: MessageSink,
+        *,
+        clock: Clock | None = None,
+        min_interval: float = 1.0,
+        limit: int = MESSAGE_LIMIT,
+    ) -> None:
+        self._sink = sink
+        self._clock: Clock = clock or SystemClock()
+        self._interval = timedelta(seconds=min_interval)
+        self._limit = limit
+        self._text = ""
+        self._ids: list[str] = []
+        self._shown: list[str] = []
+        self._last_edit: list[datetime] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def message_ids(self) -> list[str]:
+        return list(self._ids)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def append(self, delta: str) -> None:
+        """Add streamed text; it shows up within one interval."""
+        if self._closed:
+            raise RuntimeError("the streamed message is closed")
+        self._text += delta
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> list[str]:
+        """Land the final text (waiting out the interval if needed); returns the message ids."""
+        self._closed = True
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        await self._task
+        return self.message_ids
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._sync()
+            if self._closed and self._in_sync():
+                return
+
+    def _parts(self) -> list[str]:
+        return [part for part in split_message(self._text, self._limit) if part]
+
+    def _in_sync(self) -> bool:
+        return self._shown == self._parts()
+
+    async def _sync(self) -> None:
+        """Bring every part up to date: new parts are sent, changed ones edited when allowed."""
+        parts = self._parts()
+        while True:
+            for index, part in enumerate(parts):
+                if index >= len(self._ids):
+                    self._ids.append(await self._sink.send(part))
+                    self._shown.append(part)
+                    self._last_edit.append(self._clock.now())
+            waits = []
+            for index, part in enumerate(parts[: len(self._ids)]):
+                if part == self._shown[index]:
+                    continue
+                due = self._last_edit[index] + self._interval
+                now = self._clock.now()
+                if due <= now:
+                    await self._sink.edit(self._ids[index], part)
+                    self._shown[index] = part
+                    self._last_edit[index] = self._clock.now()
+                else:
+                    waits.append((due - now).total_seconds())
+            if not waits:
+                return
+            await self._clock.sleep(min(waits))
+            parts = self._parts()

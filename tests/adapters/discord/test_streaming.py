@@ -1,0 +1,100 @@
+"""Streamed persona messages: at most one edit per second per message, final text lands."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import datetime
+
+from adapters.discord.streaming import StreamingMessage
+from core.clock import FakeClock
+
+
+class RecordingSink:
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.sent: list[tuple[str, str]] = []
+        self.edits: list[tuple[str, str, datetime]] = []
+
+    async def send(self, content: str) -> str:
+        message_id = f"m{len(self.sent) + 1}"
+        self.sent.append((message_id, content))
+        return message_id
+
+    async def edit(self, message_id: str, content: str) -> None:
+        self.edits.append((message_id, content, self.clock.now()))
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+class TestStreamingMessage:
+    async def test_edits_are_throttled_and_coalesced(self) -> None:
+        """Many deltas inside one second become a single edit after the interval."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        stream = StreamingMessage(sink, clock=clock)
+        stream.append("Hel")
+        await settle()
+        assert sink.sent == [("m1", "Hel")]
+        for piece in "lo, wor":
+            stream.append(piece)
+            await settle()
+        assert sink.edits == []  # still inside the first second
+        await clock.advance(1)
+        await settle()
+        assert [e[1] for e in sink.edits] == ["Hello, wor"]
+
+    async def test_no_two_edits_within_a_second(self) -> None:
+        """Across a long stream, edits of one message are at least a second apart."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        stream = StreamingMessage(sink, clock=clock)
+        for i in range(50):
+            stream.append(f"{i} ")
+            await settle()
+            await clock.advance(0.25)
+        closing = asyncio.create_task(stream.close())
+        await settle()
+        await clock.advance(1)
+        await closing
+        times = [t for _, _, t in sink.edits]
+        assert all((b - a).total_seconds() >= 1 for a, b in itertools.pairwise(times))
+        assert sink.edits[-1][1] == stream.text
+
+    async def test_final_text_always_lands(self) -> None:
+        """close() waits out the interval rather than dropping the last edit."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        stream = StreamingMessage(sink, clock=clock)
+        stream.append("first")
+        await settle()
+        stream.append(" and last")
+        closing = asyncio.create_task(stream.close())
+        await settle()
+        assert not closing.done()
+        await clock.advance(1)
+        assert await closing == ["m1"]
+        assert sink.edits[-1][:2] == ("m1", "first and last")
+
+    async def test_long_output_continues_in_new_messages(self) -> None:
+        """Past 2,000 characters the stream opens another message."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        stream = StreamingMessage(sink, clock=clock)
+        stream.append("a " * 1500)
+        closing = asyncio.create_task(stream.close())
+        await settle()
+        await clock.advance(1)
+        ids = await closing
+        assert ids == ["m1", "m2"]
+        assert all(len(content) <= 2000 for _, content in sink.sent)
+
+    async def test_empty_stream_closes_without_sending(self) -> None:
+        """Closing a stream that never got text sends nothing and returns."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        assert await StreamingMessage(sink, clock=clock).close() == []
+        assert sink.sent == []
