@@ -1,0 +1,70 @@
+"""Messages people write in a bound conversation, turned into agent input.
+
+A message in a bound thread needs no mention: the binding says which session
+it is for. While that session's agent runs, a plain message steers it and a
+message starting with ``>>`` is queued as a follow-up (a binding can make
+follow-up the default through ``metadata["default_mode"]``); an idle agent
+simply starts a turn. Each message also counts as activity on the binding.
+The result says which mode was applied, so the channel can show it (a
+reaction, the status line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from core.agent.agent import Agent, Submission
+from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.bindings.service import SessionBindingService
+
+__all__ = ["FOLLOW_UP_PREFIX", "InboundResult", "InboundRouter", "parse_mode"]
+
+FOLLOW_UP_PREFIX = ">>"
+Mode = Literal["steer", "follow_up"]
+
+
+class AgentSource(Protocol):
+    async def get(self, session_key: str, /) -> Agent: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InboundResult:
+    binding: SessionBindingRecord
+    mode: Mode
+    submission: Submission
+
+
+def parse_mode(text: str, default: Mode = "steer") -> tuple[Mode, str]:
+    """``(mode, text)``: a ``>>`` prefix asks for a follow-up and is removed."""
+    stripped = text.lstrip()
+    if stripped.startswith(FOLLOW_UP_PREFIX):
+        return "follow_up", stripped[len(FOLLOW_UP_PREFIX) :].lstrip()
+    return default, text
+
+
+class InboundRouter:
+    """Routes a message in a conversation to the session bound there, if any."""
+
+    def __init__(self, bindings: SessionBindingService, agents: AgentSource) -> None:
+        self._bindings = bindings
+        self._agents = agents
+
+    async def handle(
+        self, conversation: ConversationRef, text: str, *, author_id: str | None = None
+    ) -> InboundResult | None:
+        """Deliver ``text``; None when the conversation is not bound (not ours to answer)."""
+        binding = self._bindings.resolve_by_conversation(conversation)
+        if binding is None or binding.status != "active":
+            return None
+        self._bindings.touch(binding.binding_id)
+        default: Mode = (
+            "follow_up" if binding.metadata.get("default_mode") == "follow_up" else "steer"
+        )
+        mode, body = parse_mode(text, default)
+        agent = await self._agents.get(binding.target_session_key)
+        if mode == "follow_up":
+            submission = await agent.follow_up(body, author_id=author_id)
+        else:
+            submission = await agent.steer(body, author_id=author_id)
+        return InboundResult(binding, mode, submission)
