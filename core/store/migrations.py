@@ -22,6 +22,7 @@ from core.clock import utcnow
 from core.errors import SchemaVersionError
 from core.store.tables import (
     BindingRow,
+    ConfigOverrideRow,
     SchemaVersionRow,
     SessionBranchRow,
     SessionEventRow,
@@ -47,9 +48,14 @@ def _v2_session_events(conn: Connection) -> None:
         table.__table__.create(conn)  # type: ignore[attr-defined]
 
 
+def _v3_config_overrides(conn: Connection) -> None:
+    ConfigOverrideRow.__table__.create(conn)  # type: ignore[attr-defined]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
+    Migration(3, "runtime config overrides per scope", _v3_config_overrides),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -18,6 +18,7 @@ from core.store.types import Snowflake, UTCDateTime
 
 __all__ = [
     "BindingRow",
+    "ConfigOverrideRow",
     "SchemaVersionRow",
     "SessionBranchRow",
     "SessionEventRow",
@@ -135,3 +136,19 @@ class SessionBranchRow(SQLModel, table=True):
     session_key: str = Field(sa_column=Column(String(300), primary_key=True))
     branch_id: str = Field(sa_column=Column(String(64), primary_key=True))
     head_node_id: str | None = Field(default=None, sa_column=Column(String(32), nullable=True))
+
+
+class ConfigOverrideRow(SQLModel, table=True):
+    """A runtime flag override set by an admin, per scope (a Discord guild id, say).
+
+    The current value only; who changed what and when is in the
+    ``config.changed`` log events, which the canary and audits read.
+    """
+
+    __tablename__ = "config_overrides"
+
+    scope: str = Field(sa_column=Column(String(64), primary_key=True))
+    path: str = Field(sa_column=Column(String(200), primary_key=True))
+    value: Any = Field(sa_column=Column(JSON, nullable=False))
+    updated_by: str = Field(sa_column=Column(String(64), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))

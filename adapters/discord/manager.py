@@ -1,0 +1,125 @@
+"""ThreadBindingManager: the Discord side effects of bindings, one per bot account.
+
+It implements core's ``ChannelAdapter`` port: open a thread when a bind names
+no conversation, say hello, say goodbye. It holds the account's discord.py
+client and reads it at every call, never a copy of its HTTP session: when a
+manager is reused for a client logged in with a new token, every later REST
+call must use that token (upstream kept the old session and went on calling
+with a revoked token).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import discord
+
+from adapters.discord.ids import CHANNEL, conversation_for, snowflake
+from adapters.discord.notices import farewell, intro
+from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.errors import BindingError
+from core.logging import get_logger
+
+__all__ = ["ManagerRegistry", "ThreadBindingManager"]
+
+_log = get_logger("adapters.discord")
+
+THREAD_NAME_LIMIT = 100
+DEFAULT_ARCHIVE_MINUTES = 1440
+
+
+class ThreadBindingManager:
+    """Thread create/reuse, intro and farewell for one account."""
+
+    def __init__(self, account_id: str, client: discord.Client) -> None:
+        self._account_id = account_id
+        self._client = client
+
+    @property
+    def channel(self) -> str:
+        return CHANNEL
+
+    @property
+    def account_id(self) -> str:
+        return self._account_id
+
+    @property
+    def client(self) -> discord.Client:
+        return self._client
+
+    def rebind(self, client: discord.Client) -> None:
+        """Use ``client`` (and so its token) for everything from now on."""
+        if client is not self._client:
+            _log.info("discord.manager_rebound", account=self._account_id)
+        self._client = client
+
+    async def fetch_channel(self, channel_id: str | int) -> Any:
+        """A channel or thread, from the cache or, failing that, from Discord."""
+        key = snowflake(channel_id)
+        return self._client.get_channel(key) or await self._client.fetch_channel(key)
+
+    # -- ChannelAdapter ----------------------------------------------------------
+
+    async def create_conversation(
+        self,
+        requested: ConversationRef,
+        *,
+        target_session_key: str,
+        metadata: dict[str, Any],
+    ) -> ConversationRef:
+        """A new public thread in the requester's parent channel.
+
+        Spawning from inside a bound thread still opens the new thread in that
+        thread's parent: threads cannot nest.
+        """
+        if not requested.parent_conversation_id:
+            raise BindingError("a thread needs a parent channel; the request named none")
+        parent = await self.fetch_channel(requested.parent_conversation_id)
+        if isinstance(parent, discord.Thread):
+            parent = parent.parent or await self.fetch_channel(parent.parent_id)
+        if not isinstance(parent, discord.TextChannel):
+            raise BindingError(
+                f"channel {requested.parent_conversation_id} cannot hold threads; "
+                "spawn from a text channel"
+            )
+        name = str(metadata.get("thread_name") or target_session_key)[:THREAD_NAME_LIMIT]
+        thread = await parent.create_thread(
+            name=name,
+            type=discord.ChannelType.public_thread,
+            auto_archive_duration=DEFAULT_ARCHIVE_MINUTES,
+        )
+        metadata.setdefault("guild_id", str(parent.guild.id))
+        return conversation_for(self._account_id, thread.id, parent.id)
+
+    async def on_bound(self, record: SessionBindingRecord) -> None:
+        persona = record.metadata.get("persona") or {}
+        name = persona.get("name") or record.target_session_key
+        await self._say(record, intro(record, name))
+
+    async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:
+        if reason == "thread-deleted":
+            return  # nowhere to say it
+        await self._say(record, farewell(record, reason))
+
+    async def _say(self, record: SessionBindingRecord, text: str) -> None:
+        thread = await self.fetch_channel(record.conversation.conversation_id)
+        await thread.send(text, allowed_mentions=discord.AllowedMentions.none())
+
+
+class ManagerRegistry:
+    """Exactly one manager per account, reused across client restarts."""
+
+    def __init__(self) -> None:
+        self._managers: dict[str, ThreadBindingManager] = {}
+
+    def get_or_create(self, account_id: str, client: discord.Client) -> ThreadBindingManager:
+        """The account's manager, switched to ``client`` if it already existed."""
+        manager = self._managers.get(account_id)
+        if manager is None:
+            manager = self._managers[account_id] = ThreadBindingManager(account_id, client)
+        else:
+            manager.rebind(client)
+        return manager
+
+    def get(self, account_id: str) -> ThreadBindingManager | None:
+        return self._managers.get(account_id)

@@ -1,0 +1,121 @@
+"""Runtime flag overrides: what admins change without a restart, per scope.
+
+A scope is where an override applies (the Discord adapter uses the guild id).
+An override is validated against the config schema before it is stored
+(``validate_override``: the path must be an overridable flag of this config,
+the value of the flag's type), persisted, applied at once (reads come from
+memory), and audited as one ``config.changed`` log event with who changed
+it, the old value and the new one.
+
+Several bot processes on one PostgreSQL store see each other's changes only
+after a restart: overrides are read into memory at start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, delete, select
+
+from core import log_events
+from core.clock import Clock, SystemClock
+from core.config import Config, FlagValue, ThreadBindingSettings, resolve_flag, validate_override
+from core.config import resolve_thread_bindings as _resolve_thread_bindings
+from core.errors import ConfigError
+from core.logging import get_logger
+from core.store.database import Database
+from core.store.tables import ConfigOverrideRow
+
+__all__ = ["RuntimeOverrides"]
+
+_T = ConfigOverrideRow.__table__  # type: ignore[attr-defined]
+_log = get_logger("core.overrides")
+
+
+def _load(conn: Connection) -> list[tuple[str, str, Any]]:
+    return [tuple(row) for row in conn.execute(select(_T.c.scope, _T.c.path, _T.c.value))]
+
+
+def _upsert(conn: Connection, row: dict[str, Any]) -> None:
+    conn.execute(delete(_T).where(_T.c.scope == row["scope"], _T.c.path == row["path"]))
+    conn.execute(_T.insert().values(**row))
+
+
+def _delete(conn: Connection, scope: str, path: str) -> None:
+    conn.execute(delete(_T).where(_T.c.scope == scope, _T.c.path == path))
+
+
+class RuntimeOverrides:
+    """Overrides per scope, in memory after :meth:`start`, persisted on every change."""
+
+    def __init__(self, database: Database, config: Config, *, clock: Clock | None = None):
+        self._db = database
+        self._config = config
+        self._clock: Clock = clock or SystemClock()
+        self._by_scope: dict[str, dict[str, Any]] = {}
+
+    async def start(self) -> int:
+        """Load stored overrides; an override the config no longer allows is ignored, loudly."""
+        rows = await self._db.run(_load)
+        self._by_scope.clear()
+        for scope, path, value in rows:
+            try:
+                checked = validate_override(self._config, path, value)
+            except ConfigError as exc:
+                _log.warning("config.override_ignored", scope=scope, key=path, error=str(exc))
+                continue
+            self._by_scope.setdefault(scope, {})[path] = checked
+        return sum(len(v) for v in self._by_scope.values())
+
+    def for_scope(self, scope: str | None) -> Mapping[str, Any]:
+        """The overrides that apply in ``scope`` (empty for None)."""
+        return self._by_scope.get(scope, {}) if scope is not None else {}
+
+    def get(self, scope: str | None, path: str, *, account_id: str | None = None) -> FlagValue:
+        """The effective value of the flag at ``path``'s name, and where it came from."""
+        flag = path.rsplit(".", 1)[-1]
+        channel = path.split(".")[1] if path.startswith("channels.") else "discord"
+        return resolve_flag(
+            self._config,
+            flag,
+            channel=channel,
+            account_id=account_id,
+            overrides=self.for_scope(scope),
+        )
+
+    def thread_bindings(
+        self, scope: str | None, *, account_id: str | None = None
+    ) -> ThreadBindingSettings:
+        """Every thread-binding flag for an account, with this scope's overrides applied."""
+        return _resolve_thread_bindings(
+            self._config, account_id=account_id, overrides=self.for_scope(scope)
+        )
+
+    async def set(self, scope: str, path: str, raw: str | bool | float, *, actor: str) -> Any:
+        """Validate, persist, apply and audit one override; returns the stored value."""
+        value = validate_override(self._config, path, raw)
+        old = self.for_scope(scope).get(path)
+        row = {
+            "scope": scope,
+            "path": path,
+            "value": value,
+            "updated_by": actor,
+            "updated_at": self._clock.now(),
+        }
+        await self._db.run(_upsert, row)
+        self._by_scope.setdefault(scope, {})[path] = value
+        log_events.config_changed(_log, key=path, old=old, new=value, actor=actor, scope=scope)
+        return value
+
+    async def reset(self, scope: str, path: str, *, actor: str) -> Any:
+        """Remove an override (the file's value applies again); returns the removed value."""
+        current = self.for_scope(scope)
+        if path not in current:
+            raise ConfigError(
+                "<runtime>", path, "a key with a runtime override in this server", "none is set"
+            )
+        await self._db.run(_delete, scope, path)
+        old = self._by_scope[scope].pop(path)
+        log_events.config_changed(_log, key=path, old=old, new=None, actor=actor, scope=scope)
+        return old
