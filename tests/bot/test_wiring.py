@@ -54,3 +54,49 @@ async def test_close_flushes_touches(tmp_path: Path) -> None:
         assert (resolution.mode, resolution.reason) == ("bound", "requester-match")
     finally:
         await restarted.close()
+
+
+async def test_thread_message_reaches_a_real_model_over_http(tmp_path: Path) -> None:
+    """A message in a bound conversation is answered by the configured provider, over HTTP."""
+    from tests.fixtures.fake_llm import FakeLLM, text_reply
+
+    async with FakeLLM([text_reply("Hello ", "from the model")]) as llm:
+        config = parse_config(
+            {
+                "store": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},
+                "providers": {"local": {"base_url": llm.base_url, "model": "tiny"}},
+            },
+            config_path=tmp_path / "config.toml",
+            env={},
+        )
+        services = await build_services(config, clock=FakeClock(), env={})
+        try:
+            ref = ConversationRef(channel="discord", account_id="default", conversation_id="t1")
+            await services.bindings.bind("agent:1", "session", ref)
+            result = await services.inbound.handle(ref, "hi there", author_id="u1")
+            assert result is not None
+            agent = await services.runtime.get("agent:1")
+            await agent.wait_idle()
+            answers = [
+                e.payload["text"] for e in agent.tree.events if e.type == "assistant_message"
+            ]
+            assert answers == ["Hello from the model"]
+            sent = llm.requests[0].json
+            assert sent["model"] == "tiny"
+            assert sent["messages"][-1] == {"role": "user", "content": "hi there"}
+        finally:
+            await services.close()
+
+
+async def test_without_a_provider_the_turn_says_what_to_configure(tmp_path: Path) -> None:
+    """No [providers] table: the turn ends in-band with an error naming the fix."""
+    services = await build_services(config_for(tmp_path), clock=FakeClock(), env={})
+    try:
+        agent = await services.runtime.get("agent:1")
+        await agent.send("hello?")
+        await agent.wait_idle()
+        ended = [e.payload for e in agent.tree.events if e.type == "turn_ended"]
+        assert ended[0]["reason"] == "error"
+        assert "add a [providers.<name>] table" in ended[0]["error"]
+    finally:
+        await services.close()
