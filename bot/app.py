@@ -14,6 +14,8 @@ import signal
 import discord
 import structlog
 
+from adapters.discord.endpoints import use_endpoints
+from adapters.discord.manager import ManagerRegistry
 from bot.client import ThreadboundClient
 from bot.wiring import Services, build_services
 from core.bindings.lifecycle import run_maintenance
@@ -73,7 +75,10 @@ async def _serve(services: Services, tokens: dict[str, str]) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
 
-    clients = [ThreadboundClient(account, services) for account in tokens]
+    endpoints = services.config.discord
+    use_endpoints(endpoints.api_base_url or None, endpoints.gateway_url or None)
+    managers = ManagerRegistry()
+    clients = [ThreadboundClient(account, services, managers) for account in tokens]
     settings = services.config.bindings
     status = 0
     try:

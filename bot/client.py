@@ -1,15 +1,24 @@
-"""The discord.py client of one bot account."""
+"""The discord.py client of one bot account: commands, and messages in bound threads."""
 
 from __future__ import annotations
 
 import discord
-import structlog
+from discord import app_commands
 
+from adapters.discord.ids import conversation_for
+from adapters.discord.manager import ManagerRegistry
+from bot.account import AccountRuntime
+from bot.commands.agents import agents_group
+from bot.commands.steering import steering_commands
 from bot.wiring import Services
+from core.logging import get_logger
 
-__all__ = ["ThreadboundClient", "intents"]
+__all__ = ["MODE_MARKS", "ThreadboundClient", "intents"]
 
-_log = structlog.get_logger("bot.client")
+_log = get_logger("bot.client")
+
+MODE_MARKS = {"steer": "🧭", "follow_up": "📥", "started": "▶️"}
+"""The reaction that shows which mode a thread message was delivered in."""
 
 
 def intents() -> discord.Intents:
@@ -22,10 +31,35 @@ def intents() -> discord.Intents:
 class ThreadboundClient(discord.Client):
     """One per configured account; everything it uses comes from :class:`Services`."""
 
-    def __init__(self, account_id: str, services: Services) -> None:
+    def __init__(
+        self,
+        account_id: str,
+        services: Services,
+        managers: ManagerRegistry,
+        *,
+        min_edit_interval: float = 1.0,
+    ) -> None:
         super().__init__(intents=intents())
         self.account_id = account_id
         self.services = services
+        self.tree = app_commands.CommandTree(self)
+        self.account = AccountRuntime(
+            account_id, self, services, managers, min_edit_interval=min_edit_interval
+        )
+
+    async def setup_hook(self) -> None:
+        """Register and sync the commands. Runs once, before the gateway connects."""
+        self.tree.add_command(agents_group(self.account))
+        for command in steering_commands(self.account):
+            self.tree.add_command(command)
+        guilds = self.services.config.discord.command_guild_ids
+        if guilds:
+            for guild_id in guilds:
+                guild = discord.Object(guild_id)
+                self.tree.copy_global_to(guild=guild)
+                await self.tree.sync(guild=guild)
+        else:
+            await self.tree.sync()
 
     async def on_ready(self) -> None:
         _log.info(
@@ -34,3 +68,34 @@ class ThreadboundClient(discord.Client):
             guilds=len(self.guilds),
             live_bindings=len(self.services.bindings),
         )
+
+    async def on_message(self, message: discord.Message) -> None:
+        """A message in a bound thread goes to its agent; everything else is not ours."""
+        if not self._from_a_person(message):
+            return
+        channel = message.channel
+        if isinstance(channel, discord.Thread):
+            ref = conversation_for(self.account_id, channel.id, channel.parent_id)
+        else:
+            ref = conversation_for(self.account_id, channel.id)
+        result = await self.services.inbound.handle(
+            ref,
+            message.content,
+            author_id=str(message.author.id),
+            before_delivery=self.account.present,
+        )
+        if result is None:
+            return
+        mark = MODE_MARKS["started" if not result.submission.queued else result.mode]
+        try:
+            await message.add_reaction(mark)
+        except discord.HTTPException:
+            _log.warning("bot.reaction_failed", binding_id=result.binding.binding_id)
+
+    def _from_a_person(self, message: discord.Message) -> bool:
+        """Our own messages, webhook echoes and (unless allowed) other bots are ignored."""
+        if self.user is not None and message.author.id == self.user.id:
+            return False
+        if message.webhook_id is not None:
+            return False
+        return not message.author.bot or self.services.config.discord.allow_bots

@@ -99,6 +99,10 @@ class DiscordEndpointsConfig(TomlTable):
 
     api_base_url: str = ""
     gateway_url: str = ""
+    command_guild_ids: list[int] = Field(default_factory=list)
+    """Sync app commands to these guilds only (instant); empty: globally (slow to appear)."""
+    allow_bots: bool = False
+    """Let other bots' messages in bound threads reach the agent."""
 
     @field_validator("api_base_url", "gateway_url")
     @classmethod

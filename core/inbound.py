@@ -11,6 +11,7 @@ reaction, the status line).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -51,9 +52,18 @@ class InboundRouter:
         self._agents = agents
 
     async def handle(
-        self, conversation: ConversationRef, text: str, *, author_id: str | None = None
+        self,
+        conversation: ConversationRef,
+        text: str,
+        *,
+        author_id: str | None = None,
+        before_delivery: Callable[[SessionBindingRecord, Agent], None] | None = None,
     ) -> InboundResult | None:
-        """Deliver ``text``; None when the conversation is not bound (not ours to answer)."""
+        """Deliver ``text``; None when the conversation is not bound (not ours to answer).
+
+        ``before_delivery`` runs once the agent is known and before the message
+        reaches it, so an observer (the thread's presenter) sees the whole turn.
+        """
         binding = self._bindings.resolve_by_conversation(conversation)
         if binding is None or binding.status != "active":
             return None
@@ -63,6 +73,8 @@ class InboundRouter:
         )
         mode, body = parse_mode(text, default)
         agent = await self._agents.get(binding.target_session_key)
+        if before_delivery is not None:
+            before_delivery(binding, agent)
         if mode == "follow_up":
             submission = await agent.follow_up(body, author_id=author_id)
         else:

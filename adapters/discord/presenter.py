@@ -1,0 +1,116 @@
+"""Showing a session's agent in its bound thread, under the agent's persona.
+
+The presenter listens to one agent's events. Streamed text goes into a
+persona message edited as it grows (throttled by :class:`StreamingMessage`);
+a tool call, a skip or an injected steer closes that message so the next
+words start a new one in order; the end of a turn lands the final text.
+Listeners are synchronous, so the Discord calls run in tasks the presenter
+owns and awaits in :meth:`drain`; a failure to deliver is logged, never
+raised into the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from adapters.discord.delivery import Persona, ThreadDelivery, ThreadSink
+from adapters.discord.streaming import StreamingMessage
+from core.agent.agent import Agent
+from core.agent.events import (
+    AgentErrorEvent,
+    AgentEvent,
+    SteeringInjected,
+    TextDelta,
+    ToolsSkipped,
+    ToolStarted,
+    TurnCancelled,
+    TurnEnded,
+)
+from core.bindings.records import SessionBindingRecord
+from core.clock import Clock, SystemClock
+from core.errors import DeliveryError
+from core.logging import get_logger
+
+__all__ = ["ThreadPresenter"]
+
+_log = get_logger("adapters.discord")
+
+
+class ThreadPresenter:
+    """One agent's output in one bound thread."""
+
+    def __init__(
+        self,
+        delivery: ThreadDelivery,
+        record: SessionBindingRecord,
+        persona: Persona,
+        *,
+        clock: Clock | None = None,
+        min_edit_interval: float = 1.0,
+    ) -> None:
+        self._delivery = delivery
+        self._record = record
+        self._persona = persona
+        self._clock: Clock = clock or SystemClock()
+        self._interval = min_edit_interval
+        self._stream: StreamingMessage | None = None
+        self._chain: asyncio.Future[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def attach(self, agent: Agent) -> Callable[[], None]:
+        """Start showing ``agent``; returns the function that stops it."""
+        self._unsubscribe = agent.subscribe(self.on_event)
+        return self.detach
+
+    def detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, TextDelta):
+            if self._stream is None:
+                self._stream = StreamingMessage(
+                    ThreadSink(self._delivery, self._record, self._persona),
+                    clock=self._clock,
+                    min_interval=self._interval,
+                )
+            self._stream.append(event.text)
+        elif isinstance(
+            event, ToolStarted | ToolsSkipped | SteeringInjected | TurnEnded | TurnCancelled
+        ):
+            self._close_stream()  # the next words start a new message, in order
+        elif isinstance(event, AgentErrorEvent):
+            self._close_stream()
+            self._then(self._notice(f"⚠️ {event.message}"))
+
+    async def drain(self) -> None:
+        """Wait until everything shown so far has reached Discord."""
+        while self._chain is not None and not self._chain.done():
+            await asyncio.shield(self._chain)
+
+    def _close_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            self._then(stream.close())
+
+    def _then(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` after what was scheduled before it, so messages keep their order."""
+        previous = self._chain
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            try:
+                await work
+            except DeliveryError as exc:
+                _log.warning(
+                    "delivery.failed_in_thread", binding_id=self._record.binding_id, error=str(exc)
+                )
+
+        self._chain = asyncio.ensure_future(run())
+
+    async def _notice(self, text: str) -> None:
+        await self._delivery.send(self._record, self._persona, text)

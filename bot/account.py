@@ -1,0 +1,78 @@
+"""Everything one bot account needs to act in Discord, built once per account.
+
+The manager (thread side effects), the webhook pool and the persona delivery
+belong to the account; the presenters show each bound session's agent in its
+thread. One object per account keeps the commands and the message handler
+working on the same state.
+"""
+
+from __future__ import annotations
+
+import discord
+
+from adapters.discord.delivery import Persona, ThreadDelivery
+from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
+from adapters.discord.presenter import ThreadPresenter
+from adapters.discord.webhooks import WebhookPool
+from bot.wiring import Services
+from core.agent.agent import Agent
+from core.bindings.records import SessionBindingRecord
+
+__all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
+
+DEFAULT_PERSONA = Persona(name="Subagent")
+
+
+def persona_of(record: SessionBindingRecord) -> Persona:
+    """The persona a binding was made with (name and avatar in its metadata)."""
+    data = record.metadata.get("persona") or {}
+    return Persona(name=data.get("name") or DEFAULT_PERSONA.name, avatar_url=data.get("avatar_url"))
+
+
+class AccountRuntime:
+    """One account's Discord-side services."""
+
+    def __init__(
+        self,
+        account_id: str,
+        client: discord.Client,
+        services: Services,
+        managers: ManagerRegistry,
+        *,
+        min_edit_interval: float = 1.0,
+    ) -> None:
+        self.account_id = account_id
+        self.services = services
+        self.manager: ThreadBindingManager = managers.get_or_create(account_id, client)
+        services.adapters.register(self.manager, replace=True)
+        self.webhooks = WebhookPool(self.manager)
+        self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
+        self._presenters: dict[str, tuple[Agent, ThreadPresenter]] = {}
+        self._min_edit_interval = min_edit_interval
+
+    def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
+        """Show ``agent`` in ``record``'s thread (once per agent instance)."""
+        current = self._presenters.get(record.binding_id)
+        if current is not None and current[0] is agent:
+            return current[1]
+        if current is not None:
+            current[1].detach()  # the agent was rebuilt (eviction, restart)
+        presenter = ThreadPresenter(
+            self.delivery,
+            record,
+            persona_of(record),
+            clock=self.services.bindings.clock,
+            min_edit_interval=self._min_edit_interval,
+        )
+        presenter.attach(agent)
+        self._presenters[record.binding_id] = (agent, presenter)
+        return presenter
+
+    def presenter(self, binding_id: str) -> ThreadPresenter | None:
+        entry = self._presenters.get(binding_id)
+        return entry[1] if entry else None
+
+    async def drain(self) -> None:
+        """Wait for everything queued for Discord to be sent (tests, shutdown)."""
+        for _, presenter in list(self._presenters.values()):
+            await presenter.drain()

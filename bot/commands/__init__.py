@@ -1,0 +1,1 @@
+"""App commands, one module per feature; each exposes a function that builds its commands."""

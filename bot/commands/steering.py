@@ -1,0 +1,66 @@
+"""``/steer``, ``/followup`` and ``/cancel`` inside a bound thread."""
+
+from __future__ import annotations
+
+import discord
+from discord import app_commands
+
+from adapters.discord.ids import conversation_for
+from bot.account import AccountRuntime
+from core.bindings.records import SessionBindingRecord
+
+__all__ = ["steering_commands"]
+
+NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
+
+
+def _binding(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
+    if isinstance(channel, discord.Thread):
+        ref = conversation_for(account.account_id, channel.id, channel.parent_id)
+    elif isinstance(channel, discord.abc.GuildChannel):
+        ref = conversation_for(account.account_id, channel.id)
+    else:
+        return None
+    return account.services.bindings.resolve_by_conversation(ref)
+
+
+def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
+    async def deliver(interaction: discord.Interaction, message: str, mode: str) -> None:
+        record = _binding(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
+        agent = await account.services.runtime.get(record.target_session_key)
+        account.present(record, agent)
+        account.services.bindings.touch(record.binding_id)
+        entry = agent.steer if mode == "steer" else agent.follow_up
+        submission = await entry(message, author_id=str(interaction.user.id))
+        word = "Steering" if mode == "steer" else "Queued as a follow-up"
+        if not submission.queued:
+            word = "Started a turn with"
+        await interaction.response.send_message(f"{word}: {message}")
+
+    @app_commands.command(name="steer", description="Redirect the running agent now.")
+    async def steer(interaction: discord.Interaction, message: str) -> None:
+        await deliver(interaction, message, "steer")
+
+    @app_commands.command(name="followup", description="Queue a message for after this turn.")
+    async def followup(interaction: discord.Interaction, message: str) -> None:
+        await deliver(interaction, message, "follow_up")
+
+    @app_commands.command(name="cancel", description="Stop the running turn and drop the queue.")
+    async def cancel(interaction: discord.Interaction) -> None:
+        record = _binding(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
+        agent = account.services.runtime.peek(record.target_session_key)
+        dropped = await agent.cancel() if agent is not None else []
+        if dropped:
+            listed = "\n".join(f"- ({m.mode}) {m.text}" for m in dropped)
+            text = f"Cancelled. Dropped {len(dropped)} queued message(s):\n{listed}"
+        else:
+            text = "Cancelled." if agent is not None else "Nothing is running here."
+        await interaction.response.send_message(text[:2000])
+
+    return [steer, followup, cancel]
