@@ -28,15 +28,14 @@ class Signal:
         event, self._event = self._event, asyncio.Event()
         event.set()
 
-    async def wait_for(self, probe: Callable[[], T | None], *, timeout: float | None) -> T:
+    async def wait_for(self, probe: Callable[[], T | None]) -> T:
         """Return the first non-None ``probe()`` result, re-probing after each change.
 
-        Raises ``TimeoutError`` after ``timeout`` seconds (``None`` waits forever), so a
-        missing event fails the test instead of hanging it.
+        Unbounded: callers put it under ``asyncio.timeout`` so a missing event fails the
+        test instead of hanging it.
         """
-        async with asyncio.timeout(timeout):
-            while True:
-                found = probe()
-                if found is not None:
-                    return found
-                await self._event.wait()
+        while True:
+            found = probe()
+            if found is not None:
+                return found
+            await self._event.wait()

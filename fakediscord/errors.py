@@ -10,6 +10,7 @@ from typing import Any
 
 __all__ = [
     "CANNOT_EDIT_OTHERS_MESSAGE",
+    "EMPTY_MESSAGE",
     "INTERACTION_ALREADY_ACKNOWLEDGED",
     "INVALID_FORM_BODY",
     "MISSING_ACCESS",
@@ -43,6 +44,7 @@ UNKNOWN_APPLICATION_COMMAND = 10063
 INTERACTION_ALREADY_ACKNOWLEDGED = 40060
 MISSING_ACCESS = 50001
 CANNOT_EDIT_OTHERS_MESSAGE = 50005
+EMPTY_MESSAGE = 50006
 MISSING_PERMISSIONS = 50013
 WRONG_CHANNEL_TYPE = 50024
 INVALID_FORM_BODY = 50035
@@ -61,6 +63,7 @@ _MESSAGES = {
     INTERACTION_ALREADY_ACKNOWLEDGED: "Interaction has already been acknowledged.",
     MISSING_ACCESS: "Missing Access",
     CANNOT_EDIT_OTHERS_MESSAGE: "Cannot edit a message authored by another user",
+    EMPTY_MESSAGE: "Cannot send an empty message",
     MISSING_PERMISSIONS: "Missing Permissions",
     WRONG_CHANNEL_TYPE: "Cannot execute action on this channel type",
     INVALID_FORM_BODY: "Invalid Form Body",

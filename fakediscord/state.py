@@ -149,7 +149,9 @@ class State:
 
     def add_channel(self, guild: Guild, name: str, *, type: int = TEXT_CHANNEL) -> Channel:
         position = sum(1 for c in self.channels.values() if c.guild_id == guild.id)
-        channel = Channel(id=self.new_id(), guild_id=guild.id, type=type, name=name, position=position)
+        channel = Channel(
+            id=self.new_id(), guild_id=guild.id, type=type, name=name, position=position
+        )
         self.channels[channel.id] = channel
         self.channel_messages[channel.id] = []
         return channel
@@ -218,7 +220,9 @@ class State:
 
     def webhook(self, webhook_id: int, token: str | None = None) -> Webhook:
         webhook = self.webhooks.get(webhook_id)
-        if webhook is None or (token is not None and not secrets.compare_digest(token, webhook.token)):
+        if webhook is None or (
+            token is not None and not secrets.compare_digest(token, webhook.token)
+        ):
             raise errors.DiscordError(404, errors.UNKNOWN_WEBHOOK)
         return webhook
 

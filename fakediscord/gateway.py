@@ -1,0 +1,374 @@
+"""The gateway websocket: HELLO, IDENTIFY → READY + GUILD_CREATE, heartbeats, RESUME, dispatch.
+
+Each connection has one writer task fed by a queue, so dispatching is a synchronous call
+(REST handlers and the test driver never await a socket) and events reach a client in
+the order they were dispatched. A session outlives its connection until the client
+closes with 1000/1001, so a RESUME replays what was missed, as on Discord.
+
+Synchronisation without sleeps: the server may send opcode 1 and the client must answer
+with a heartbeat at once. discord.py handles websocket messages strictly in order, so
+when that heartbeat arrives every earlier event has been parsed into the client's cache.
+:meth:`Gateway.sync` and the "ready" mark (set after the GUILD_CREATEs) are built on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import zlib
+from collections import deque
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from fakediscord import payloads
+from fakediscord.models import Message
+from fakediscord.state import State
+
+__all__ = ["Gateway", "GatewaySession", "Intents", "SentEvent"]
+
+Json = dict[str, Any]
+Render = Callable[[int], Json]
+"""Builds an event's payload for the bot with this user id (payloads differ per viewer)."""
+
+HELLO, HEARTBEAT, IDENTIFY, RESUME, RECONNECT, REQUEST_MEMBERS = 10, 1, 2, 6, 7, 8
+INVALID_SESSION, HEARTBEAT_ACK, DISPATCH = 9, 11, 0
+BACKLOG = 1000
+"""Events kept per session for RESUME; older ones are lost, as on Discord."""
+
+
+class Intents:
+    """The gateway intent bits the fake filters on."""
+
+    GUILDS = 1 << 0
+    GUILD_MEMBERS = 1 << 1
+    GUILD_WEBHOOKS = 1 << 5
+    GUILD_MESSAGES = 1 << 9
+    GUILD_MESSAGE_REACTIONS = 1 << 10
+    MESSAGE_CONTENT = 1 << 15
+
+
+@dataclass(slots=True)
+class SentEvent:
+    """A dispatch as one bot received it (for tests asserting on gateway traffic)."""
+
+    user_id: int
+    name: str
+    seq: int
+    data: Json
+
+
+@dataclass(eq=False)
+class GatewaySession:
+    """One IDENTIFY: who, with which intents and shard, and what it was sent."""
+
+    id: str
+    user_id: int
+    token: str
+    intents: int
+    shard: tuple[int, int] | None
+    compression: str | None = None
+    """The transport compression the client asked for (``zlib-stream``), if any."""
+    seq: int = 0
+    ready: bool = False
+    connection: _Connection | None = None
+    backlog: deque[Json] = field(default_factory=lambda: deque(maxlen=BACKLOG))
+
+    def wants(self, guild_id: int | None) -> bool:
+        """Whether this session's shard carries events of ``guild_id``."""
+        if guild_id is None or self.shard is None:
+            return True
+        shard_id, count = self.shard
+        return (guild_id >> 22) % count == shard_id
+
+
+class _Connection:
+    """A websocket and its writer: frames go out in queue order, compressed if asked."""
+
+    def __init__(self, ws: web.WebSocketResponse, compress: str | None) -> None:
+        self.ws = ws
+        self.queue: asyncio.Queue[Json | None] = asyncio.Queue()
+        # zlib-stream is what discord.py asks for unless zstd is importable; for any other
+        # scheme frames go out as uncompressed text, which discord.py reads as is.
+        self.compression = compress
+        self.compressor = zlib.compressobj() if compress == "zlib-stream" else None
+        self.session: GatewaySession | None = None
+        self.probes: deque[asyncio.Future[None]] = deque()
+
+    def send(self, frame: Json) -> None:
+        self.queue.put_nowait(frame)
+
+    def probe(self) -> asyncio.Future[None]:
+        """Ask for a heartbeat; the future resolves when it arrives (see module doc)."""
+        future = asyncio.get_running_loop().create_future()
+        self.probes.append(future)
+        self.send({"op": HEARTBEAT, "d": None})
+        return future
+
+    async def write_loop(self) -> None:
+        """Write frames until the ``None`` sentinel; then discard what is left."""
+        try:
+            while True:
+                frame = await self.queue.get()
+                try:
+                    if frame is None or not await self._write(frame):
+                        return
+                finally:
+                    self.queue.task_done()
+        finally:
+            while not self.queue.empty():
+                self.queue.get_nowait()
+                self.queue.task_done()
+            for probe in self.probes:
+                if not probe.done():
+                    probe.set_exception(ConnectionError("the bot's gateway connection closed"))
+
+    async def _write(self, frame: Json) -> bool:
+        data = json.dumps(frame, separators=(",", ":"))
+        try:
+            if self.compressor is None:
+                await self.ws.send_str(data)
+            else:
+                chunk = self.compressor.compress(data.encode())
+                await self.ws.send_bytes(chunk + self.compressor.flush(zlib.Z_SYNC_FLUSH))
+        except (ConnectionError, RuntimeError):
+            return False  # the client went away; the reader notices and cleans up
+        return True
+
+
+class Gateway:
+    """All gateway sessions of one fake Discord."""
+
+    def __init__(self, state: State, url: Callable[[], str], *, heartbeat_ms: int) -> None:
+        self._state = state
+        self._url = url
+        self._heartbeat_ms = heartbeat_ms
+        self._connections: set[_Connection] = set()
+        self.sessions: dict[str, GatewaySession] = {}
+        self.sent: deque[SentEvent] = deque(maxlen=10_000)
+        self.identifies: list[Json] = []
+
+    # public surface
+
+    def dispatch(
+        self,
+        event: str,
+        render: Render,
+        *,
+        guild_id: int | None,
+        intent: int | None,
+        user_ids: Collection[int] | None = None,
+        message: Message | None = None,
+    ) -> None:
+        """Send ``event`` to every session that may see it.
+
+        A session sees it when its bot is in the guild, its shard carries the guild, its
+        intents include ``intent`` and (if given) its user is in ``user_ids``. For a
+        ``message`` event, sessions without MESSAGE_CONTENT get blank content unless the
+        bot wrote or is mentioned in it.
+        """
+        guild = self._state.guilds.get(guild_id) if guild_id is not None else None
+        for session in list(self.sessions.values()):
+            if guild is not None and session.user_id not in guild.members:
+                continue
+            if not session.wants(guild_id) or (intent is not None and not session.intents & intent):
+                continue
+            if user_ids is not None and session.user_id not in user_ids:
+                continue
+            data = render(session.user_id)
+            if message is not None and not _may_read(session, message):
+                data |= {"content": "", "embeds": [], "attachments": [], "components": []}
+            self._send_dispatch(session, event, data)
+
+    async def sync(self, user_id: int) -> None:
+        """Return once the bot's client has parsed everything dispatched to it so far."""
+        connections = [c for c in self._connections if c.session and c.session.user_id == user_id]
+        if not connections:
+            raise LookupError(f"bot {user_id} has no gateway connection")
+        await asyncio.gather(*(c.probe() for c in connections))
+
+    def is_ready(self, user_id: int) -> GatewaySession | None:
+        for session in self.sessions.values():
+            if session.user_id == user_id and session.ready and session.connection:
+                return session
+        return None
+
+    def reconnect(self, user_id: int) -> None:
+        """Ask the bot's connections to reconnect (opcode 7); discord.py then RESUMEs."""
+        for conn in self._connections:
+            if conn.session and conn.session.user_id == user_id:
+                conn.send({"op": RECONNECT, "d": None})
+
+    async def drain(self) -> None:
+        """Wait until every queued frame has been written to its socket."""
+        await asyncio.gather(*(c.queue.join() for c in list(self._connections)))
+
+    async def close_all(self) -> None:
+        for conn in list(self._connections):
+            await conn.ws.close(code=1001, message=b"fake Discord is stopping")
+
+    # websocket handling
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=0)
+        await ws.prepare(request)
+        conn = _Connection(ws, request.query.get("compress"))
+        self._connections.add(conn)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(conn.write_loop())
+                try:
+                    await self._serve(conn, request)
+                finally:
+                    conn.queue.put_nowait(None)
+        finally:
+            self._connections.discard(conn)
+            self._detach(conn, ws.close_code)
+        return ws
+
+    async def _serve(self, conn: _Connection, request: web.Request) -> None:
+        if request.query.get("encoding", "json") != "json":
+            await conn.ws.close(code=4002, message=b"fake Discord speaks JSON only")
+            return
+        conn.send({"op": HELLO, "d": {"heartbeat_interval": self._heartbeat_ms}})
+        async for msg in conn.ws:
+            if msg.type is not WSMsgType.TEXT:
+                continue
+            try:
+                frame = json.loads(msg.data)
+                op, data = frame.get("op"), frame.get("d")
+            except (ValueError, AttributeError):
+                await conn.ws.close(code=4002, message=b"Error while decoding payload.")
+                return
+            if op == HEARTBEAT:
+                if conn.probes and not conn.probes[0].done():
+                    conn.probes.popleft().set_result(None)
+                conn.send({"op": HEARTBEAT_ACK, "d": None})
+            elif op == IDENTIFY:
+                await self._identify(conn, data)
+            elif op == RESUME:
+                self._resume(conn, data)
+            elif op == REQUEST_MEMBERS:
+                self._request_members(conn, data)
+
+    async def _identify(self, conn: _Connection, data: Json) -> None:
+        self.identifies.append(data)
+        account = self._state.bot_by_token(str(data.get("token", "")))
+        if account is None:
+            await conn.ws.close(code=4004, message=b"Authentication failed.")
+            return
+        if conn.session is not None:
+            await conn.ws.close(code=4005, message=b"Already authenticated.")
+            return
+        shard = data.get("shard")
+        session = GatewaySession(
+            id=secrets.token_hex(16),
+            user_id=account.user_id,
+            token=account.token,
+            intents=int(data.get("intents", 0)),
+            shard=(int(shard[0]), int(shard[1])) if shard else None,
+            compression=conn.compression,
+            connection=conn,
+        )
+        self.sessions[session.id] = session
+        conn.session = session
+        guilds = [g for g in self._state.guilds.values() if account.user_id in g.members]
+        guilds = [g for g in guilds if session.wants(g.id)]
+        app = self._state.applications[account.application_id]
+        ready: Json = {
+            "v": 10,
+            "user": payloads.user(self._state.users[account.user_id])
+            | {"verified": True, "mfa_enabled": False, "email": None},
+            "guilds": [{"id": str(g.id), "unavailable": True} for g in guilds],
+            "session_id": session.id,
+            "session_type": "normal",
+            "resume_gateway_url": self._url(),
+            "application": {"id": str(app.id), "flags": app.flags},
+            "private_channels": [],
+            "relationships": [],
+            "presences": [],
+            "guild_join_requests": [],
+            "geo_ordered_rtc_regions": [],
+        }
+        if session.shard is not None:
+            ready["shard"] = list(session.shard)
+        self._send_dispatch(session, "READY", ready)
+        for guild in guilds:
+            self._send_dispatch(session, "GUILD_CREATE", payloads.guild_create(self._state, guild))
+        conn.probe().add_done_callback(lambda f: self._mark_ready(session, f))
+
+    def _mark_ready(self, session: GatewaySession, probe: asyncio.Future[None]) -> None:
+        if not probe.cancelled() and probe.exception() is None:
+            session.ready = True
+            self._state.changed.notify()
+
+    def _resume(self, conn: _Connection, data: Json) -> None:
+        session = self.sessions.get(str(data.get("session_id")))
+        if session is None or session.token != data.get("token") or conn.session is not None:
+            conn.send({"op": INVALID_SESSION, "d": False})
+            return
+        if session.connection is not None:
+            session.connection.session = None
+            session.connection.send({"op": RECONNECT, "d": None})
+        session.connection, conn.session = conn, session
+        last = int(data.get("seq") or 0)
+        for frame in session.backlog:
+            if frame["s"] > last:
+                conn.send(frame)
+        self._send_dispatch(session, "RESUMED", {})
+        conn.probe().add_done_callback(lambda f: self._mark_ready(session, f))
+
+    def _request_members(self, conn: _Connection, data: Json) -> None:
+        session = conn.session
+        guild = self._state.guilds.get(int(data.get("guild_id", 0)))
+        if session is None or guild is None:
+            return
+        wanted = {int(i) for i in data.get("user_ids") or ()}
+        query = str(data.get("query") or "").lower()
+        members = [
+            payloads.member(self._state, m)
+            for m in guild.members.values()
+            if (not wanted or m.user_id in wanted)
+            and self._state.users[m.user_id].username.lower().startswith(query)
+        ]
+        chunk: Json = {
+            "guild_id": str(guild.id),
+            "members": members,
+            "chunk_index": 0,
+            "chunk_count": 1,
+            "not_found": [str(i) for i in wanted - set(guild.members)],
+        }
+        if data.get("nonce"):
+            chunk["nonce"] = data["nonce"]
+        self._send_dispatch(session, "GUILD_MEMBERS_CHUNK", chunk)
+
+    def _send_dispatch(self, session: GatewaySession, event: str, data: Json) -> None:
+        session.seq += 1
+        frame = {"op": DISPATCH, "t": event, "s": session.seq, "d": data}
+        session.backlog.append(frame)
+        self.sent.append(SentEvent(session.user_id, event, session.seq, data))
+        if session.connection is not None:
+            session.connection.send(frame)
+
+    def _detach(self, conn: _Connection, close_code: int | None) -> None:
+        session = conn.session
+        if session is None or session.connection is not conn:
+            return
+        session.connection = None
+        session.ready = False
+        if close_code in (1000, 1001):
+            # A clean close ends the session on Discord: it can no longer be resumed.
+            self.sessions.pop(session.id, None)
+        self._state.changed.notify()
+
+
+def _may_read(session: GatewaySession, message: Message) -> bool:
+    return bool(
+        session.intents & Intents.MESSAGE_CONTENT
+        or message.author_id == session.user_id
+        or session.user_id in message.mention_ids
+        or message.guild_id is None
+    )
