@@ -1,0 +1,75 @@
+"""End-to-end fixtures: the real bot client against the fake Discord."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.discord.manager import ManagerRegistry
+from bot.client import ThreadboundClient
+from bot.wiring import Services, build_services
+from core.clock import FakeClock
+from core.config import parse_config
+from core.providers.scripted import ScriptedProvider, Step
+from fakediscord import FakeDiscord
+from tests.fakediscord.conftest import TOKEN, Clients, World, clients, fake, world
+
+__all__ = ["TOKEN", "Bot", "Clients", "World", "clients", "fake", "world"]
+
+
+@dataclass
+class Bot:
+    client: ThreadboundClient
+    services: Services
+    provider: ScriptedProvider
+    clock: FakeClock
+    fake: FakeDiscord
+    world: World
+
+    def binding(self):
+        (record,) = self.services.bindings.live()
+        return record
+
+
+StartBot = Callable[..., Any]
+
+
+@pytest.fixture
+async def start_bot(
+    fake: FakeDiscord, clients: Clients, world: World, tmp_path: Path
+) -> AsyncIterator[StartBot]:
+    """Start the bot with a scripted model; flags and steps per test."""
+    started: list[Services] = []
+
+    async def start(
+        steps: Sequence[Step] | Callable[..., Step] = (),
+        *,
+        spawn_threads: bool = True,
+        db_name: str = "bot.db",
+    ) -> Bot:
+        config = parse_config(
+            {
+                "store": {"url": f"sqlite:///{tmp_path / db_name}"},
+                "channels": {
+                    "discord": {"threadBindings": {"spawnSubagentSessions": spawn_threads}}
+                },
+                "discord": {"command_guild_ids": [world.guild.id]},
+            },
+            config_path=tmp_path / "config.toml",
+            env={},
+        )
+        clock = FakeClock()
+        provider = ScriptedProvider(steps if callable(steps) else list(steps))
+        services = await build_services(config, clock=clock, env={}, provider=provider)
+        started.append(services)
+        client = ThreadboundClient("default", services, ManagerRegistry(), min_edit_interval=0)
+        await clients.start(client, TOKEN)
+        return Bot(client, services, provider, clock, fake, world)
+
+    yield start
+    for services in started:
+        await services.close()

@@ -1,0 +1,314 @@
+"""The bot end to end over the fake Discord, including the seed's five required tests."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import unquote
+
+import discord
+import pytest
+
+from adapters.discord.delivery import Persona
+from adapters.discord.ids import conversation_for
+from adapters.discord.manager import ManagerRegistry
+from core.bindings.records import ConversationRef
+from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
+from core.errors import DeliveryError
+from core.providers.scripted import Step
+from core.providers.types import ToolCall
+from fakediscord import FakeDiscord
+from tests.e2e.conftest import TOKEN, Bot, Clients, StartBot, World
+
+TIMEOUT = 10
+
+
+async def spawn(bot: Bot, task: str, **options: str) -> list:
+    w = bot.world
+    handle = await bot.fake.invoke_command(
+        w.guild, w.channel, w.alice, "agents spawn", {"task": task, **options}
+    )
+    async with asyncio.timeout(TIMEOUT):
+        return await handle.wait_followups(1)
+
+
+async def settle(bot: Bot, session_key: str) -> None:
+    agent = await bot.services.runtime.get(session_key)
+    async with asyncio.timeout(TIMEOUT):
+        await agent.wait_idle()
+        await bot.client.account.drain()
+
+
+def persona_messages(fake: FakeDiscord, channel_id: int) -> list:
+    return [m for m in fake.messages_in(channel_id) if m.webhook_id is not None]
+
+
+def text_messages(fake: FakeDiscord, channel_id: int) -> list:
+    return [m for m in fake.messages_in(channel_id) if m.type == 0]
+
+
+class TestSpawn:
+    async def test_spawn_binds_a_new_thread_and_speaks_as_the_persona(
+        self, start_bot: StartBot
+    ) -> None:
+        """A spawn opens a thread, binds it, says hello, and streams the answer as the agent."""
+        bot = await start_bot([Step(text="Hello @everyone from the subagent")])
+        (reply,) = await spawn(bot, "say hello", agent="Scout", mode="session")
+        record = bot.binding()
+        thread_id = int(record.conversation.conversation_id)
+        assert f"<#{thread_id}>" in reply.body["content"]
+        assert record.conversation.parent_conversation_id == str(bot.world.channel.id)
+        assert bot.fake.channel(thread_id).parent_id == bot.world.channel.id
+        await settle(bot, record.target_session_key)
+
+        (answer,) = persona_messages(bot.fake, thread_id)
+        assert (answer.username, answer.content) == (
+            "Scout",
+            "Hello @everyone from the subagent",
+        )
+        assert answer.allowed_mentions == {"parse": []}  # model output never pings
+        intro = [m for m in bot.fake.messages_in(thread_id) if m.author_id == bot.world.bot.id]
+        assert "**Scout** is working in this thread" in intro[0].content
+        webhooks = bot.fake.webhooks_in(bot.world.channel.id)
+        assert len(webhooks) == 1
+
+    async def test_second_spawn_reuses_the_channel_webhook(self, start_bot: StartBot) -> None:
+        """Two subagents under one channel share its webhook, each with its own persona."""
+        bot = await start_bot(lambda _messages: Step(text="done"))
+        for name in ("One", "Two"):
+            await spawn(bot, f"task for {name}", agent=name)
+        for record in bot.services.bindings.live():
+            await settle(bot, record.target_session_key)
+        assert len(bot.fake.webhooks_in(bot.world.channel.id)) == 1
+        names = sorted(
+            m.username
+            for r in bot.services.bindings.live()
+            for m in persona_messages(bot.fake, int(r.conversation.conversation_id))
+        )
+        assert names == ["One", "Two"]
+
+
+class TestThreadMessages:
+    async def test_plain_message_steers_and_double_arrow_follows_up(
+        self, start_bot: StartBot
+    ) -> None:
+        """While the agent sleeps in a tool, a message steers it and '>>' queues, both marked."""
+        sleep = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
+        bot = await start_bot(
+            [Step(tool_calls=(sleep,)), Step(text="changed course"), Step(text="sources: x")]
+        )
+        await spawn(bot, "research", mode="session")
+        record = bot.binding()
+        thread_id = int(record.conversation.conversation_id)
+        async with asyncio.timeout(TIMEOUT):
+            await bot.clock.wait_for_sleepers()
+        steer = await bot.fake.user_says(thread_id, bot.world.alice, "focus on the summary")
+        follow = await bot.fake.user_says(thread_id, bot.world.alice, ">> then list sources")
+        for message, mark in ((steer, "🧭"), (follow, "📥")):
+            request = await bot.fake.wait_for_request(
+                "PUT", f"/channels/{thread_id}/messages/{message.id}/reactions"
+            )
+            assert mark in unquote(request.path)
+        await bot.clock.advance(5)
+        await settle(bot, record.target_session_key)
+
+        agent = await bot.services.runtime.get(record.target_session_key)
+        delivered = [
+            (e.payload["text"], e.delivery_mode)
+            for e in agent.tree.events
+            if e.type == "user_message"
+        ]
+        assert delivered == [
+            ("research", "normal"),
+            ("focus on the summary", "steer"),
+            ("then list sources", "follow_up"),
+        ]
+        assert "<steering" in bot.provider.calls[1][-1].content
+
+    async def test_own_and_other_bots_messages_are_ignored(self, start_bot: StartBot) -> None:
+        """A webhook echo or another bot in a bound thread does not reach the agent."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        other = bot.fake.add_bot("other-bot-token", "other bot")
+        await bot.fake.user_says(int(record.conversation.conversation_id), other, "beep")
+        await bot.fake.sync(bot.world.bot)
+        agent = await bot.services.runtime.get(record.target_session_key)
+        assert [e.payload["text"] for e in agent.tree.events if e.type == "user_message"] == [
+            "greet"
+        ]
+
+
+class TestSeedRequirements:
+    async def test_1_reused_manager_uses_the_newest_token(
+        self, fake: FakeDiscord, clients: Clients, world: World
+    ) -> None:
+        """A manager reused with a new client calls Discord with the new token."""
+        rotated = "bot-token-rotated"
+        fake.add_bot(rotated, "threadbound rotated")
+        old = await clients.start(discord.Client(intents=discord.Intents.default()), TOKEN)
+        new = await clients.start(discord.Client(intents=discord.Intents.default()), rotated)
+        registry = ManagerRegistry()
+        manager = registry.get_or_create("main", old)
+        assert registry.get_or_create("main", new) is manager
+        await manager.create_conversation(
+            ConversationRef(
+                channel="discord",
+                account_id="main",
+                conversation_id="",
+                parent_conversation_id=str(world.channel.id),
+            ),
+            target_session_key="s1",
+            metadata={},
+        )
+        (request,) = fake.requests_matching("POST", f"/channels/{world.channel.id}/threads")
+        assert request.token == rotated
+
+    async def test_2_webhook_sends_update_activity(self, start_bot: StartBot) -> None:
+        """Sending through the webhook moves the binding's last_activity_at."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        await bot.clock.advance(600)
+        sent = await bot.client.account.delivery.send(record, Persona("Scout"), "still here")
+        assert sent.path == "webhook"
+        assert bot.binding().last_activity_at == bot.clock.now()
+
+    async def test_3_two_sessions_in_one_channel_never_reach_the_parent(
+        self, start_bot: StartBot
+    ) -> None:
+        """Completions of two sessions spawned from one channel land in their own threads only."""
+        bot = await start_bot(lambda _messages: Step(text="working"))
+        await asyncio.gather(
+            spawn(bot, "task A", mode="session"), spawn(bot, "task B", mode="session")
+        )
+        records = list(bot.services.bindings.live())
+        for record in records:
+            await settle(bot, record.target_session_key)
+        parent = bot.world.channel.id
+        before = len(text_messages(bot.fake, parent))
+        requester = conversation_for("default", parent)
+        for record in records:
+            resolution = bot.services.router.resolve_destination(
+                target_session_key=record.target_session_key, requester=requester
+            )
+            assert (resolution.mode, resolution.binding) == ("bound", record)
+            await bot.client.account.delivery.send(
+                resolution.binding, Persona("Done"), f"completed {record.target_session_key}"
+            )
+        for record in records:
+            thread = int(record.conversation.conversation_id)
+            contents = [m.content for m in persona_messages(bot.fake, thread)]
+            assert contents[-1] == f"completed {record.target_session_key}"
+        assert len(text_messages(bot.fake, parent)) == before
+        assert persona_messages(bot.fake, parent) == []
+
+    async def test_4_session_completion_resolves_only_to_its_thread(
+        self, start_bot: StartBot
+    ) -> None:
+        """From the parent or from the thread itself, a session's completion goes to its thread."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        thread = record.conversation
+        for requester in (
+            conversation_for("default", bot.world.channel.id),
+            conversation_for("default", thread.conversation_id, bot.world.channel.id),
+        ):
+            resolution = bot.services.router.resolve_destination(
+                target_session_key=record.target_session_key, requester=requester
+            )
+            assert resolution.mode == "bound"
+            assert resolution.binding.conversation == thread
+
+    async def test_5_flag_off_keeps_the_legacy_behaviour(self, start_bot: StartBot) -> None:
+        """spawnSubagentSessions off: no thread, the answer in the channel; a session is refused."""
+        bot = await start_bot([Step(text="legacy answer")], spawn_threads=False)
+        (reply,) = await spawn(bot, "answer here")
+        assert "answer will be posted here" in reply.body["content"]
+        answer = await bot.fake.wait_for_message(
+            bot.world.channel.id, lambda m: m.content == "legacy answer"
+        )
+        assert answer.webhook_id is None
+        assert bot.fake.requests_matching("POST", f"/channels/{bot.world.channel.id}/threads") == []
+        assert list(bot.services.bindings.live()) == []
+
+        (refused,) = await spawn(bot, "stay with me", mode="session")
+        assert FLAG_SPAWN_SUBAGENT_SESSIONS in refused.body["content"]
+        assert refused.body.get("flags", 0) & 64  # ephemeral
+
+
+class TestThreadTrouble:
+    async def test_archived_thread_is_reopened_by_the_next_send(self, start_bot: StartBot) -> None:
+        """An archived, unlocked thread keeps its binding: the webhook post reopens it."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        thread_id = int(record.conversation.conversation_id)
+        await bot.fake.archive_thread(thread_id)
+        await bot.client.account.delivery.send(record, Persona("Scout"), "back again")
+        assert bot.fake.channel(thread_id).archived is False
+        assert bot.services.bindings.get(record.binding_id) is not None
+
+    async def test_locked_thread_ends_the_binding(self, start_bot: StartBot) -> None:
+        """A locked thread ends the binding with reason thread-archived, and says so."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        await bot.fake.archive_thread(int(record.conversation.conversation_id), locked=True)
+        with pytest.raises(DeliveryError, match="locked"):
+            await bot.client.account.delivery.send(record, Persona("Scout"), "anyone?")
+        assert bot.services.bindings.get(record.binding_id) is None
+
+    async def test_deleted_thread_ends_the_binding_without_farewell(
+        self, start_bot: StartBot
+    ) -> None:
+        """A deleted thread ends the binding (thread-deleted); nothing is posted anywhere."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        parent_before = len(text_messages(bot.fake, bot.world.channel.id))
+        await bot.fake.delete_channel(int(record.conversation.conversation_id))
+        with pytest.raises(DeliveryError, match="gone"):
+            await bot.client.account.delivery.send(record, Persona("Scout"), "hello?")
+        assert bot.services.bindings.get(record.binding_id) is None
+        assert len(text_messages(bot.fake, bot.world.channel.id)) == parent_before
+
+    async def test_webhook_failure_falls_back_to_the_same_thread(self, start_bot: StartBot) -> None:
+        """A webhook that refuses is replaced by a bot post in the same thread, never the parent."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        parent_before = len(text_messages(bot.fake, bot.world.channel.id))
+        bot.fake.fail_next("POST", "/webhooks/*", 403, code=50013)
+        sent = await bot.client.account.delivery.send(record, Persona("Scout"), "via the bot")
+        assert sent.path == "bot"
+        thread_id = int(record.conversation.conversation_id)
+        assert bot.fake.message(int(sent.message_id)).channel_id == thread_id
+        assert len(text_messages(bot.fake, bot.world.channel.id)) == parent_before
+
+    async def test_5xx_on_the_webhook_is_survived(self, start_bot: StartBot) -> None:
+        """One 502 is retried by discord.py (after its own 1 s pause) and the persona post lands."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        bot.fake.fail_next("POST", "/webhooks/*", 502)
+        sent = await bot.client.account.delivery.send(record, Persona("Scout"), "after a hiccup")
+        assert sent.path == "webhook"
+        assert bot.services.bindings.get(record.binding_id) is not None
+
+    async def test_429_on_the_webhook_is_survived(self, start_bot: StartBot) -> None:
+        """A rate-limited webhook post is retried by discord.py and still lands as the persona."""
+        bot = await start_bot([Step(text="hi")])
+        await spawn(bot, "greet", mode="session")
+        record = bot.binding()
+        await settle(bot, record.target_session_key)
+        bot.fake.fail_next("POST", "/webhooks/*", 429, retry_after=0.01)
+        sent = await bot.client.account.delivery.send(record, Persona("Scout"), "after a pause")
+        assert sent.path == "webhook"
