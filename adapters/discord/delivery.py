@@ -35,7 +35,7 @@ from core.bindings.service import SessionBindingService
 from core.errors import DeliveryError
 from core.logging import get_logger
 
-__all__ = ["Persona", "SentMessage", "ThreadDelivery", "ThreadSink"]
+__all__ = ["BotSink", "Persona", "SentMessage", "ThreadDelivery", "ThreadSink"]
 
 _log = get_logger("adapters.discord")
 _NO_MENTIONS = discord.AllowedMentions.none()
@@ -63,6 +63,7 @@ class ThreadDelivery:
         webhooks: WebhookPool,
         bindings: SessionBindingService,
     ) -> None:
+        self.manager = manager
         self._manager = manager
         self._webhooks = webhooks
         self._bindings = bindings
@@ -162,6 +163,25 @@ class ThreadDelivery:
                 f"binding {record.binding_id} has no parent channel to hold its webhook"
             )
         return snowflake(parent)
+
+
+class BotSink:
+    """A :class:`~adapters.discord.streaming.MessageSink` posting as the bot (status lines)."""
+
+    def __init__(self, manager: ThreadBindingManager, record: SessionBindingRecord) -> None:
+        self._manager = manager
+        self._thread_id = snowflake(record.conversation.conversation_id)
+
+    async def send(self, content: str) -> str:
+        thread = await self._manager.fetch_channel(self._thread_id)
+        message = await thread.send(content, allowed_mentions=_NO_MENTIONS)
+        return str(message.id)
+
+    async def edit(self, message_id: str, content: str) -> None:
+        thread = await self._manager.fetch_channel(self._thread_id)
+        await thread.get_partial_message(int(message_id)).edit(
+            content=content, allowed_mentions=_NO_MENTIONS
+        )
 
 
 class ThreadSink:

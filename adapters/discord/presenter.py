@@ -15,27 +15,50 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from adapters.discord.delivery import Persona, ThreadDelivery, ThreadSink
+from adapters.discord.delivery import BotSink, Persona, ThreadDelivery, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from core.agent.agent import Agent
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
+    MessageQueued,
     SteeringInjected,
     TextDelta,
     ToolsSkipped,
     ToolStarted,
     TurnCancelled,
     TurnEnded,
+    TurnStarted,
 )
 from core.bindings.records import SessionBindingRecord
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
 from core.logging import get_logger
+from core.sessions.tree import SessionSnapshot
 
-__all__ = ["ThreadPresenter"]
+__all__ = ["ThreadPresenter", "status_text"]
 
 _log = get_logger("adapters.discord")
+
+_STATUS_EVENTS = (
+    TurnStarted,
+    TurnEnded,
+    TurnCancelled,
+    MessageQueued,
+    SteeringInjected,
+)
+
+
+def status_text(snapshot: SessionSnapshot) -> str:
+    """The thread's status line: running or idle, and what is queued."""
+    state = "⏳ running" if snapshot.running else "✅ idle"
+    parts = [state]
+    if snapshot.steering_queue:
+        parts.append(f"{len(snapshot.steering_queue)} steer pending")
+    if snapshot.follow_up_queue:
+        count = len(snapshot.follow_up_queue)
+        parts.append(f"{count} follow-up{'s' if count != 1 else ''} queued")
+    return "Status: " + " · ".join(parts)
 
 
 class ThreadPresenter:
@@ -58,9 +81,12 @@ class ThreadPresenter:
         self._stream: StreamingMessage | None = None
         self._chain: asyncio.Future[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self._agent: Agent | None = None
+        self._status: StreamingMessage | None = None
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
+        self._agent = agent
         self._unsubscribe = agent.subscribe(self.on_event)
         return self.detach
 
@@ -68,8 +94,13 @@ class ThreadPresenter:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        status, self._status = self._status, None
+        if status is not None:
+            self._then(status.close())
 
     def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, _STATUS_EVENTS):
+            self._show_status()
         if isinstance(event, TextDelta):
             if self._stream is None:
                 self._stream = StreamingMessage(
@@ -90,6 +121,20 @@ class ThreadPresenter:
         """Wait until everything shown so far has reached Discord."""
         while self._chain is not None and not self._chain.done():
             await asyncio.shield(self._chain)
+        if self._status is not None:
+            await self._status.flush()
+
+    def _show_status(self) -> None:
+        """Refresh the status line (one bot message per thread, edited sparingly)."""
+        if self._agent is None:
+            return
+        if self._status is None:
+            self._status = StreamingMessage(
+                BotSink(self._delivery.manager, self._record),
+                clock=self._clock,
+                min_interval=self._interval,
+            )
+        self._status.replace(status_text(self._agent.snapshot()))
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

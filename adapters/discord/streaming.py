@@ -50,6 +50,7 @@ class StreamingMessage:
         self._shown: list[str] = []
         self._last_edit: list[datetime] = []
         self._wake = asyncio.Event()
+        self._synced = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
 
@@ -70,6 +71,21 @@ class StreamingMessage:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def replace(self, text: str) -> None:
+        """Show ``text`` instead of what was there (a status line), with the same throttling."""
+        if self._closed:
+            raise RuntimeError("the streamed message is closed")
+        self._text = text
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def flush(self) -> None:
+        """Wait until what is shown matches the current text (the message stays open)."""
+        while not self._in_sync() and self._task is not None and not self._task.done():
+            self._synced.clear()
+            await self._synced.wait()
+
     async def close(self) -> list[str]:
         """Land the final text (waiting out the interval if needed); returns the message ids."""
         self._closed = True
@@ -84,6 +100,8 @@ class StreamingMessage:
             await self._wake.wait()
             self._wake.clear()
             await self._sync()
+            if self._in_sync():
+                self._synced.set()
             if self._closed and self._in_sync():
                 return
 

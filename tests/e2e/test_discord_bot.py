@@ -42,6 +42,11 @@ def persona_messages(fake: FakeDiscord, channel_id: int) -> list:
     return [m for m in fake.messages_in(channel_id) if m.webhook_id is not None]
 
 
+def status_line(fake: FakeDiscord, thread_id: int) -> str:
+    (status,) = [m for m in fake.messages_in(thread_id) if m.content.startswith("Status:")]
+    return status.content
+
+
 def text_messages(fake: FakeDiscord, channel_id: int) -> list:
     return [m for m in fake.messages_in(channel_id) if m.type == 0]
 
@@ -108,8 +113,14 @@ class TestThreadMessages:
                 "PUT", f"/channels/{thread_id}/messages/{message.id}/reactions"
             )
             assert mark in unquote(request.path)
+        async with asyncio.timeout(TIMEOUT):
+            await bot.client.account.drain()
+        assert status_line(bot.fake, thread_id) == (
+            "Status: ⏳ running · 1 steer pending · 1 follow-up queued"
+        )
         await bot.clock.advance(5)
         await settle(bot, record.target_session_key)
+        assert status_line(bot.fake, thread_id) == "Status: ✅ idle"
 
         agent = await bot.services.runtime.get(record.target_session_key)
         delivered = [

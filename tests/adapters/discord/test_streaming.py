@@ -98,3 +98,19 @@ class TestStreamingMessage:
         sink = RecordingSink(clock)
         assert await StreamingMessage(sink, clock=clock).close() == []
         assert sink.sent == []
+
+    async def test_replace_shows_the_latest_text_throttled(self) -> None:
+        """A status line replaced many times shows the newest text, edited at most once a second."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        status = StreamingMessage(sink, clock=clock)
+        status.replace("running")
+        await settle()
+        for text in ("1 queued", "2 queued", "idle"):
+            status.replace(text)
+            await settle()
+        assert sink.edits == []
+        await clock.advance(1)
+        await settle()
+        assert [(e[0], e[1]) for e in sink.edits] == [("m1", "idle")]
+        await status.flush()
