@@ -9,12 +9,12 @@ from adapters.discord.ids import conversation_for
 from bot.account import AccountRuntime
 from core.bindings.records import SessionBindingRecord
 
-__all__ = ["steering_commands"]
+__all__ = ["NOT_BOUND", "binding_here", "steering_commands"]
 
 NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
 
 
-def _binding(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
+def binding_here(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
     if isinstance(channel, discord.Thread):
         ref = conversation_for(account.account_id, channel.id, channel.parent_id)
     elif isinstance(channel, discord.abc.GuildChannel):
@@ -24,9 +24,12 @@ def _binding(account: AccountRuntime, channel: object) -> SessionBindingRecord |
     return account.services.bindings.resolve_by_conversation(ref)
 
 
+_binding = binding_here  # old name, still used by a module in progress; removed once it moves
+
+
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
     async def deliver(interaction: discord.Interaction, message: str, mode: str) -> None:
-        record = _binding(account, interaction.channel)
+        record = binding_here(account, interaction.channel)
         if record is None:
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
@@ -50,7 +53,7 @@ def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
 
     @app_commands.command(name="cancel", description="Stop the running turn and drop the queue.")
     async def cancel(interaction: discord.Interaction) -> None:
-        record = _binding(account, interaction.channel)
+        record = binding_here(account, interaction.channel)
         if record is None:
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return

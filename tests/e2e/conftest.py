@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.discord.manager import ManagerRegistry
+from bot.account import AccountRuntime
 from bot.client import ThreadboundClient
 from bot.wiring import Services, build_services
 from core.clock import FakeClock
@@ -50,6 +51,7 @@ async def start_bot(
         *,
         spawn_threads: bool = True,
         db_name: str = "bot.db",
+        extra_commands: Callable[[AccountRuntime], list[Any]] | None = None,
     ) -> Bot:
         config = parse_config(
             {
@@ -67,6 +69,9 @@ async def start_bot(
         services = await build_services(config, clock=clock, env={}, provider=provider)
         started.append(services)
         client = ThreadboundClient("default", services, ManagerRegistry(), min_edit_interval=0)
+        if extra_commands is not None:  # commands the client does not register yet
+            for command in extra_commands(client.account):
+                client.tree.add_command(command)
         await clients.start(client, TOKEN)
         return Bot(client, services, provider, clock, fake, world)
 

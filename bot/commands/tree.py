@@ -1,0 +1,243 @@
+"""``/tree``, ``/rewind``, ``/bookmark`` and ``/export`` inside a bound thread.
+
+Each handler resolves the thread's binding, loads its agent and calls one
+:class:`~core.sessions.log.SessionLog` operation on the agent's tree. Node ids
+are shown as 8-character prefixes; a command accepts a full id, a bookmark
+label or a unique prefix of a conversation node's id (resolved here, not in
+core, because prefixes are a display convenience of this view).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Final
+
+import discord
+from discord import app_commands
+
+from bot.account import AccountRuntime
+from bot.commands.steering import NOT_BOUND, binding_here
+from core.agent.agent import Agent
+from core.errors import SessionError
+from core.sessions.events import SessionEvent
+from core.sessions.export import export_html
+from core.sessions.tree import SessionTree, TreeNode
+
+__all__ = ["SHORT_ID", "render_tree", "resolve_ref", "tree_commands"]
+
+SHORT_ID: Final = 8
+"""How many characters of a node id the tree shows (and a prefix needs at most)."""
+
+_LIMIT: Final = 2000
+_SUMMARY: Final = 60
+_QUIET = discord.AllowedMentions.none()  # user and model text never pings
+
+
+def resolve_ref(tree: SessionTree, ref: str, /) -> str:
+    """The node id ``ref`` names: a full id, a bookmark label, or a unique id prefix.
+
+    Only conversation nodes are matched by prefix; they are the ones the tree shows.
+
+    Raises:
+        SessionError: no node or bookmark matches, or the prefix matches several nodes.
+    """
+    ref = ref.strip()
+    if ref in tree.bookmarks or any(e.node_id == ref for e in tree.events):
+        return tree.resolve(ref)
+    matches = [e.node_id for e in tree.events if e.advances and e.node_id.startswith(ref)]
+    if len(matches) == 1 and ref:
+        return matches[0]
+    if len(matches) > 1 and ref:
+        shown = ", ".join(m[: len(ref) + 4] for m in matches[:5])
+        raise SessionError(
+            f"{ref!r} is the start of {len(matches)} node ids ({shown}); "
+            "type more characters of the id you mean",
+            session_key=tree.session_key,
+            ref=ref,
+        )
+    raise SessionError(
+        f"this session has no node or bookmark {ref!r}; "
+        "use /tree to see the node ids and bookmark labels",
+        session_key=tree.session_key,
+        ref=ref,
+    )
+
+
+def _summary(event: SessionEvent) -> str:
+    payload = event.payload
+    if event.type == "user_message":
+        text = f"user: {payload.get('text', '')}"
+    elif event.type == "assistant_message":
+        calls = [c.get("name", "?") for c in payload.get("tool_calls") or []]
+        said = payload.get("text") or ""
+        text = f"assistant: {said}" + (f" [calls {', '.join(calls)}]" if calls else "")
+    elif event.type == "tool_result":
+        text = f"tool {payload.get('name', '?')}: {payload.get('content', '')}"
+    else:
+        text = event.type
+    text = " ".join(text.split())
+    return text if len(text) <= _SUMMARY else text[: _SUMMARY - 1] + "…"
+
+
+def _marks(node: TreeNode) -> str:
+    return f"  🔖 {', '.join(node.bookmarks)}" if node.bookmarks else ""
+
+
+def _branch_line(node: TreeNode) -> str:
+    """One line for a side branch: its first node, its size and the bookmarks inside it."""
+    count, labels, stack = 0, [], [node]
+    while stack:
+        current = stack.pop()
+        count += 1
+        labels.extend(current.bookmarks)
+        stack.extend(current.children)
+    more = f" (+{count - 1} more)" if count > 1 else ""
+    inside = f"  🔖 {', '.join(labels)}" if labels else ""
+    return f"  └ {node.event.node_id[:SHORT_ID]} {_summary(node.event)}{more}{inside}"
+
+
+def render_tree(tree: SessionTree, /) -> str:
+    """The active path, one line per node, with side branches summarised under their fork.
+
+    Fits one Discord message: when too long, the oldest lines are dropped with a note,
+    so the head (where the conversation continues) always shows.
+    """
+    roots = tree.tree()
+    if not roots:
+        return "This session has no messages yet."
+    head = tree.head_id
+    header = (
+        f"Session `{tree.session_key}` · branch `{tree.active_branch_id}` · "
+        f"head `{head[:SHORT_ID] if head else 'start'}` · ▶ = active path"
+    )
+    lines: list[str] = []
+    level: list[TreeNode] = roots
+    while level:
+        active = next((n for n in level if n.on_active_path), None)
+        lines.extend(_branch_line(n) for n in level if n is not active)
+        if active is None:
+            break
+        here = " ← head" if active.event.node_id == head else ""
+        lines.append(
+            f"▶ {active.event.node_id[:SHORT_ID]} {_summary(active.event)}{_marks(active)}{here}"
+        )
+        level = active.children
+    if head is None:
+        lines.append("▶ (head at the start: the next message starts a new root)")
+    fence = "```\n{}\n```"
+    budget = _LIMIT - len(header) - len(fence) - 80
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        if used + len(line) + 1 > budget:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    kept.reverse()
+    body = fence.format("\n".join(kept))
+    dropped = len(lines) - len(kept)
+    note = (
+        f"\n… {dropped} earlier line(s) not shown; /export has the whole tree." if dropped else ""
+    )
+    return f"{header}{note}\n{body}"
+
+
+def _export_name(session_key: str) -> str:
+    return re.sub(r"[^\w.-]", "_", session_key) + ".html"
+
+
+def tree_commands(account: AccountRuntime) -> list[app_commands.Command]:
+    async def bound_agent(interaction: discord.Interaction) -> Agent | None:
+        record = binding_here(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return None
+        return await account.services.runtime.get(record.target_session_key)
+
+    async def refuse(interaction: discord.Interaction, exc: SessionError) -> None:
+        await interaction.response.send_message(
+            str(exc)[:_LIMIT], ephemeral=True, allowed_mentions=_QUIET
+        )
+
+    @app_commands.command(name="tree", description="Show this session's conversation tree.")
+    async def tree(interaction: discord.Interaction) -> None:
+        agent = await bound_agent(interaction)
+        if agent is None:
+            return
+        await interaction.response.send_message(
+            render_tree(agent.tree), ephemeral=True, allowed_mentions=_QUIET
+        )
+
+    @app_commands.command(
+        name="rewind", description="Continue the conversation from an earlier node."
+    )
+    @app_commands.describe(node="A node id (or its first characters) or a bookmark label.")
+    async def rewind(interaction: discord.Interaction, node: str) -> None:
+        agent = await bound_agent(interaction)
+        if agent is None:
+            return
+        if agent.running:
+            await interaction.response.send_message(
+                "The agent is running a turn; use /cancel first, then /rewind.", ephemeral=True
+            )
+            return
+        try:
+            node_id = resolve_ref(agent.tree, node)
+            old_text = await account.services.sessions.continue_from(agent.tree, node_id)
+        except SessionError as exc:
+            await refuse(interaction, exc)
+            return
+        short = node_id[:SHORT_ID]
+        if old_text is None:
+            text = f"Rewound to `{short}`; the next message here continues from it."
+        else:
+            intro = (
+                f"Rewound to just before message `{short}`; your next message here replaces it "
+                "on a new branch. Its text, to edit and resend:\n"
+            )
+            quoted = old_text.replace("```", "`\u200b``")
+            room = _LIMIT - len(intro) - 10
+            if len(quoted) > room:
+                quoted = quoted[: room - 1] + "…"
+            text = f"{intro}```\n{quoted}\n```"
+        await interaction.response.send_message(text, allowed_mentions=_QUIET)
+
+    @app_commands.command(name="bookmark", description="Label a node so /rewind can find it.")
+    @app_commands.describe(
+        node="A node id (or its first characters) or a bookmark label.",
+        label="The bookmark's name; a label already in use moves here.",
+    )
+    async def bookmark(interaction: discord.Interaction, node: str, label: str) -> None:
+        agent = await bound_agent(interaction)
+        if agent is None:
+            return
+        try:
+            node_id = resolve_ref(agent.tree, node)
+            await account.services.sessions.bookmark(agent.tree, node_id, label)
+        except SessionError as exc:
+            await refuse(interaction, exc)
+            return
+        await interaction.response.send_message(
+            f"Bookmarked `{node_id[:SHORT_ID]}` as {label.strip()!r}.", allowed_mentions=_QUIET
+        )
+
+    @app_commands.command(name="export", description="Download this session's tree as HTML.")
+    async def export(interaction: discord.Interaction) -> None:
+        agent = await bound_agent(interaction)
+        if agent is None:
+            return
+        data = export_html(agent.tree).encode()
+        limit = interaction.filesize_limit
+        if len(data) > limit:
+            await interaction.response.send_message(
+                f"The export is {len(data):,} bytes, over this server's {limit:,}-byte "
+                "upload limit.",
+                ephemeral=True,
+            )
+            return
+        key = agent.tree.session_key
+        file = discord.File(io.BytesIO(data), filename=_export_name(key))
+        await interaction.response.send_message(f"Session tree of `{key}`.", file=file)
+
+    return [tree, rewind, bookmark, export]
