@@ -9,6 +9,8 @@ from adapters.discord.ids import conversation_for
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
 from bot.commands.agents import agents_group
+from bot.commands.config import config_group
+from bot.commands.focus import focus_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
 from bot.wiring import Services
@@ -51,7 +53,13 @@ class ThreadboundClient(discord.Client):
     async def setup_hook(self) -> None:
         """Register and sync the commands. Runs once, before the gateway connects."""
         self.tree.add_command(agents_group(self.account))
-        for command in [*steering_commands(self.account), *tree_commands(self.account)]:
+        self.tree.add_command(config_group(self.account))
+        commands = [
+            *steering_commands(self.account),
+            *tree_commands(self.account),
+            *focus_commands(self.account),
+        ]
+        for command in commands:
             self.tree.add_command(command)
         guilds = self.services.config.discord.command_guild_ids
         if guilds:

@@ -24,9 +24,6 @@ def binding_here(account: AccountRuntime, channel: object) -> SessionBindingReco
     return account.services.bindings.resolve_by_conversation(ref)
 
 
-_binding = binding_here  # old name, still used by a module in progress; removed once it moves
-
-
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
     async def deliver(interaction: discord.Interaction, message: str, mode: str) -> None:
         record = binding_here(account, interaction.channel)

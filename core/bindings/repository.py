@@ -72,6 +72,15 @@ _TOUCH = (
     .where(or_(_T.c.last_activity_at.is_(None), _T.c.last_activity_at < bindparam("at")))
     .values(last_activity_at=bindparam("at"))
 )
+_SET_LIFETIME = (
+    update(_T)
+    .where(_T.c.binding_id == bindparam("b_id"), _LIVE)
+    .values(
+        idle_timeout_ms=bindparam("idle"),
+        max_age_ms=bindparam("max_age"),
+        expires_at=bindparam("expires", type_=UTCDateTime()),
+    )
+)
 
 
 def _timestamp(value: Any) -> Any:
@@ -171,6 +180,26 @@ class BindingRepository:
             result = self._conn.execute(_END, params)
         else:
             result = self._conn.execute(_END_IF_IDLE, params | {"idle_before": idle_before})
+        return bool(result.rowcount)
+
+    def set_lifetime(
+        self,
+        binding_id: str,
+        *,
+        idle_timeout_ms: int,
+        max_age_ms: int,
+        expires_at: datetime | None,
+    ) -> bool:
+        """Write a live binding's idle and max-age windows; False if it was not live."""
+        result = self._conn.execute(
+            _SET_LIFETIME,
+            {
+                "b_id": binding_id,
+                "idle": idle_timeout_ms,
+                "max_age": max_age_ms,
+                "expires": expires_at,
+            },
+        )
         return bool(result.rowcount)
 
     def touch_many(self, touches: Mapping[str, datetime]) -> None:

@@ -425,6 +425,64 @@ class SessionBindingService:
             return 0
         return len(batch)
 
+    # -- lifetime --------------------------------------------------------------
+
+    async def set_lifetime(
+        self,
+        binding_id: str,
+        /,
+        *,
+        idle_timeout_ms: int | None = None,
+        max_age_ms: int | None = None,
+    ) -> SessionBindingRecord:
+        """Change a live binding's idle and/or max-age window (0 = never); None keeps one.
+
+        The hard deadline is recomputed from ``bound_at``, so a max age shorter
+        than the binding's age makes it expire at the sweeper's next pass.
+        Returns only after the store committed the change.
+
+        Raises:
+            BindingError: a negative window, or the binding is not live.
+            StoreError: the store did not commit; the windows are unchanged.
+        """
+        for name, value in (("idle_timeout_ms", idle_timeout_ms), ("max_age_ms", max_age_ms)):
+            if value is not None and value < 0:
+                raise BindingError(f"{name} must be 0 (never) or positive, not {value}")
+        record = self._by_id.get(binding_id)
+        if record is None or record.status != "active":
+            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+        idle = record.idle_timeout_ms if idle_timeout_ms is None else idle_timeout_ms
+        max_age = record.max_age_ms if max_age_ms is None else max_age_ms
+        expires_at = record.bound_at + timedelta(milliseconds=max_age) if max_age else None
+        try:
+            done = await self._db.run(
+                lambda conn: BindingRepository(conn).set_lifetime(
+                    binding_id, idle_timeout_ms=idle, max_age_ms=max_age, expires_at=expires_at
+                )
+            )
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"could not record the new windows of binding {binding_id}: "
+                f"{type(exc).__name__}; they are unchanged"
+            ) from exc
+        if not done:
+            await self._refresh_from_store(record)
+            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+        # Re-read: a touch may have replaced the record while the write was in flight.
+        current = self._by_id.get(binding_id, record)
+        updated = current.model_copy(
+            update={"idle_timeout_ms": idle, "max_age_ms": max_age, "expires_at": expires_at}
+        )
+        self._replace(updated)
+        _log.info(
+            "binding.lifetime_changed",
+            **_log_fields(updated),
+            idle_timeout_ms=idle,
+            max_age_ms=max_age,
+            expires_at=expires_at,
+        )
+        return updated
+
     # -- expiry ----------------------------------------------------------------
 
     async def expire(self, binding_id: str, /) -> SessionBindingRecord | None:

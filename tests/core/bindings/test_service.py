@@ -246,6 +246,68 @@ class TestTouch:
             task.cancel()
 
 
+class TestSetLifetime:
+    async def test_windows_change_and_survive_restart(
+        self, open_store: StoreFactory, clock: FakeClock
+    ) -> None:
+        """New idle and max-age windows apply at once, recompute expires_at, and persist."""
+        service = await service_on(await open_store(), clock)
+        record = await service.bind("s1", "session", conv("t1"), max_age_ms=HOUR_MS)
+        await clock.advance(60)
+        updated = await service.set_lifetime(
+            record.binding_id, idle_timeout_ms=2 * HOUR_MS, max_age_ms=3 * HOUR_MS
+        )
+        assert (updated.idle_timeout_ms, updated.max_age_ms) == (2 * HOUR_MS, 3 * HOUR_MS)
+        assert updated.expires_at == record.bound_at + timedelta(hours=3)
+        assert service.get(record.binding_id) == updated
+        assert service.list_by_session("s1") == (updated,)
+        await service.close()
+
+        restarted = await service_on(await open_store(), clock)
+        assert restarted.get(record.binding_id) == updated
+
+    async def test_zero_max_age_means_never_and_none_keeps(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """max_age 0 clears the hard deadline; an omitted window keeps its value."""
+        service = await service_on(database, clock, lifecycle_defaults=lambda c: (HOUR_MS, HOUR_MS))
+        record = await service.bind("s1", "session", conv("t1"))
+        updated = await service.set_lifetime(record.binding_id, max_age_ms=0)
+        assert (updated.idle_timeout_ms, updated.max_age_ms, updated.expires_at) == (
+            HOUR_MS,
+            0,
+            None,
+        )
+        (row,) = await stored_rows(database)
+        assert (row["idle_timeout_ms"], row["max_age_ms"], row["expires_at"]) == (HOUR_MS, 0, None)
+
+    async def test_pending_touch_is_kept(self, database: Database, clock: FakeClock) -> None:
+        """Changing windows does not lose activity queued by touch."""
+        service = await service_on(database, clock)
+        record = await service.bind("s1", "session", conv("t1"))
+        await clock.advance(30)
+        service.touch(record.binding_id)
+        updated = await service.set_lifetime(record.binding_id, idle_timeout_ms=HOUR_MS)
+        assert updated.last_activity_at == clock.now()
+        assert service.pending_touches == 1
+
+    async def test_refused_for_unknown_binding_or_negative_window(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """A binding that is not live, or a negative window, is an error and nothing changes."""
+        service = await service_on(database, clock)
+        record = await service.bind("s1", "session", conv("t1"))
+        with pytest.raises(BindingError, match="not live"):
+            await service.set_lifetime("nope", idle_timeout_ms=1)
+        with pytest.raises(BindingError, match="idle_timeout_ms"):
+            await service.set_lifetime(record.binding_id, idle_timeout_ms=-1)
+        await service.unbind(record.binding_id, reason="done")
+        with pytest.raises(BindingError, match="not live"):
+            await service.set_lifetime(record.binding_id, max_age_ms=1)
+        (row,) = await stored_rows(database)
+        assert row["idle_timeout_ms"] == 0
+
+
 async def test_maintenance_task_sweeps(database: Database, clock: FakeClock) -> None:
     """The maintenance loop ends an idle binding once a sweep interval has passed."""
     service = await service_on(database, clock)

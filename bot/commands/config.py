@@ -1,0 +1,114 @@
+"""``/config get``, ``/config set`` and ``/config reset``: runtime flag overrides per server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from bot.account import AccountRuntime
+from core.config import RUNTIME_SOURCE, overridable_paths
+from core.errors import ConfigError
+
+__all__ = ["ADMINS_ONLY", "config_group", "is_admin"]
+
+ADMINS_ONLY = "Only server administrators can use this command."
+
+
+def is_admin(interaction: discord.Interaction) -> bool:
+    """The bot-side check: the invoking member has Administrator in this server.
+
+    Discord's default permission only hides a command, and a server owner can
+    change it, so every admin-only handler checks this again at run time.
+    """
+    user = interaction.user
+    return isinstance(user, discord.Member) and user.guild_permissions.administrator
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "(none)" if value is None else str(value)
+
+
+def config_group(account: AccountRuntime) -> app_commands.Group:
+    group = app_commands.Group(
+        name="config",
+        description="Read and change this server's runtime flags (administrators).",
+        default_permissions=discord.Permissions(administrator=True),
+        guild_only=True,
+    )
+    overrides = account.services.overrides
+
+    def account_id() -> str | None:
+        known = account.services.config.account_ids()
+        return account.account_id if account.account_id in known else None
+
+    def known(key: str) -> bool:
+        return key in overridable_paths(account.services.config)
+
+    async def refuse(interaction: discord.Interaction) -> bool:
+        """Answer a non-admin (or a DM) ephemerally; True when refused."""
+        if interaction.guild_id is None or not is_admin(interaction):
+            await interaction.response.send_message(ADMINS_ONLY, ephemeral=True)
+            return True
+        return False
+
+    async def error(interaction: discord.Interaction, exc: ConfigError) -> None:
+        await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
+
+    @group.command(name="get", description="Show a flag's effective value and where it comes from.")
+    @app_commands.describe(key="Dotted flag path, e.g. channels.discord.threadBindings.enabled")
+    async def get_command(interaction: discord.Interaction, key: str) -> None:
+        if await refuse(interaction):
+            return
+        try:
+            if not known(key):
+                paths = ", ".join(overridable_paths(account.services.config))
+                raise ConfigError(RUNTIME_SOURCE, key, f"a flag path, one of {paths}", "unknown")
+            flag = overrides.get(str(interaction.guild_id), key, account_id=account_id())
+        except ConfigError as exc:
+            await error(interaction, exc)
+            return
+        note = " (runtime override)" if flag.overridden else ""
+        await interaction.response.send_message(
+            f"`{key}` = `{_show(flag.value)}` (source: `{flag.source}`){note}", ephemeral=True
+        )
+
+    @group.command(name="set", description="Override a flag in this server, at once.")
+    @app_commands.describe(key="Dotted flag path", value="New value, e.g. on, off or a number")
+    async def set_command(interaction: discord.Interaction, key: str, value: str) -> None:
+        if await refuse(interaction):
+            return
+        scope = str(interaction.guild_id)
+        old = overrides.get(scope, key, account_id=account_id()) if known(key) else None
+        try:
+            stored = await overrides.set(scope, key, value, actor=str(interaction.user.id))
+        except ConfigError as exc:
+            await error(interaction, exc)
+            return
+        was = f" (was `{_show(old.value)}`)" if old is not None else ""
+        await interaction.response.send_message(
+            f"`{key}` set to `{_show(stored)}`{was} in this server.", ephemeral=True
+        )
+
+    @group.command(name="reset", description="Remove this server's override of a flag.")
+    @app_commands.describe(key="Dotted flag path")
+    async def reset_command(interaction: discord.Interaction, key: str) -> None:
+        if await refuse(interaction):
+            return
+        scope = str(interaction.guild_id)
+        try:
+            removed = await overrides.reset(scope, key, actor=str(interaction.user.id))
+            now = overrides.get(scope, key, account_id=account_id())
+        except ConfigError as exc:
+            await error(interaction, exc)
+            return
+        await interaction.response.send_message(
+            f"`{key}` override `{_show(removed)}` removed; now `{_show(now.value)}` "
+            f"(source: `{now.source}`).",
+            ephemeral=True,
+        )
+
+    return group

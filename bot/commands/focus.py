@@ -1,0 +1,150 @@
+"""``/focus``, ``/unfocus`` and ``/session idle|max-age``: bind a thread and manage its windows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import discord
+from discord import app_commands
+
+from adapters.discord.ids import conversation_for
+from bot.account import DEFAULT_PERSONA, AccountRuntime, persona_of
+from bot.commands.config import is_admin
+from bot.commands.steering import NOT_BOUND, binding_here
+from core.bindings.records import SessionBindingRecord
+from core.canary import parse_duration
+from core.errors import ConversationAlreadyBound, ThreadboundError
+
+__all__ = ["focus_commands", "parse_window"]
+
+NOT_A_THREAD = "Use /focus inside the thread you want the session to speak in."
+NOT_OWNER = "Only the user who bound this thread, or a server administrator, can do that."
+
+
+def parse_window(text: str) -> int:
+    """``2h``, ``30m``, ``1h30m`` as milliseconds; ``off`` as 0 (never).
+
+    Raises:
+        ValueError: not a duration, with a message that says what to type.
+    """
+    if text.strip().lower() == "off":
+        return 0
+    return int(parse_duration(text) / timedelta(milliseconds=1))
+
+
+def _show_window(ms: int) -> str:
+    if ms == 0:
+        return "off"
+    minutes, seconds = divmod(ms // 1000, 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [f"{v}{u}" for v, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if v]
+    return "".join(parts) or f"{ms}ms"
+
+
+def _may_manage(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
+    return record.bound_by == str(interaction.user.id) or is_admin(interaction)
+
+
+def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_commands.Group]:
+    services = account.services
+
+    async def resolve_target(target: str) -> str | None:
+        """A session key as given, or the session of a live binding whose persona is ``target``."""
+        if target in await services.sessions.session_keys():
+            return target
+        named = {
+            r.target_session_key
+            for r in services.bindings.live()
+            if r.conversation.account_id == account.account_id
+            and persona_of(r).name.casefold() == target.casefold()
+        }
+        return named.pop() if len(named) == 1 else None
+
+    @app_commands.command(name="focus", description="Bind this thread to an existing session.")
+    @app_commands.describe(target="Session key (or the persona name of a bound session)")
+    @app_commands.guild_only()
+    async def focus(interaction: discord.Interaction, target: str) -> None:
+        thread = interaction.channel
+        if not isinstance(thread, discord.Thread):
+            await interaction.response.send_message(NOT_A_THREAD, ephemeral=True)
+            return
+        session_key = await resolve_target(target.strip())
+        if session_key is None:
+            await interaction.response.send_message(
+                f"No session {target!r}; use a session key from /agents list.", ephemeral=True
+            )
+            return
+        earlier = services.bindings.list_by_session(session_key)
+        persona = persona_of(earlier[0]) if earlier else DEFAULT_PERSONA
+        await interaction.response.defer(thinking=True)
+        try:
+            record = await services.bindings.bind(
+                session_key,
+                "session",
+                conversation_for(account.account_id, thread.id, thread.parent_id),
+                metadata={"guild_id": str(interaction.guild_id), "persona": {"name": persona.name}},
+                bound_by=str(interaction.user.id),
+            )
+        except ConversationAlreadyBound as exc:
+            await interaction.followup.send(str(exc), ephemeral=True)
+            return
+        except ThreadboundError as exc:
+            await interaction.followup.send(str(exc)[:2000], ephemeral=True)
+            return
+        await interaction.followup.send(
+            f"This thread is now bound to `{record.target_session_key}` as **{persona.name}**."
+        )
+
+    @app_commands.command(name="unfocus", description="Unbind this thread from its session.")
+    @app_commands.guild_only()
+    async def unfocus(interaction: discord.Interaction) -> None:
+        record = binding_here(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
+        if not _may_manage(interaction, record):
+            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
+            return
+        await interaction.response.defer(thinking=True)
+        await services.bindings.unbind(record.binding_id, reason="user-unfocus")
+        await interaction.followup.send(f"Unbound from `{record.target_session_key}`.")
+
+    session = app_commands.Group(
+        name="session", description="This thread's binding windows.", guild_only=True
+    )
+
+    async def change_window(interaction: discord.Interaction, which: str, duration: str) -> None:
+        record = binding_here(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
+        if not _may_manage(interaction, record):
+            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
+            return
+        try:
+            ms = parse_window(duration)
+        except ValueError as exc:
+            await interaction.response.send_message(f"{exc}, or off", ephemeral=True)
+            return
+        try:
+            if which == "idle":
+                await services.bindings.set_lifetime(record.binding_id, idle_timeout_ms=ms)
+            else:
+                await services.bindings.set_lifetime(record.binding_id, max_age_ms=ms)
+        except ThreadboundError as exc:
+            await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
+            return
+        label = "Idle timeout" if which == "idle" else "Maximum age"
+        await interaction.response.send_message(f"{label} of this thread: {_show_window(ms)}.")
+
+    @session.command(name="idle", description="Unbind after this long without activity.")
+    @app_commands.describe(duration="e.g. 2h, 30m, 1h30m, or off")
+    async def idle(interaction: discord.Interaction, duration: str) -> None:
+        await change_window(interaction, "idle", duration)
+
+    @session.command(name="max-age", description="Unbind this long after binding.")
+    @app_commands.describe(duration="e.g. 24h, 7d, or off")
+    async def max_age(interaction: discord.Interaction, duration: str) -> None:
+        await change_window(interaction, "max-age", duration)
+
+    return [focus, unfocus, session]

@@ -1,0 +1,218 @@
+"""``/config``, ``/focus``, ``/unfocus`` and ``/session`` over the fake Discord."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from bot.commands.config import ADMINS_ONLY
+from bot.commands.focus import NOT_OWNER
+from core.bindings.repository import BindingRepository
+from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
+from core.providers.scripted import Step
+from fakediscord import InteractionResponse
+from tests.e2e.conftest import Bot, StartBot
+from tests.e2e.test_discord_bot import TIMEOUT, settle, spawn
+
+SPAWN_PATH = FLAG_SPAWN_SUBAGENT_SESSIONS
+EPHEMERAL = 64
+HOUR_MS = 3_600_000
+
+
+async def run(
+    bot: Bot, user: Any, command: str, channel: int | None = None, **options: str
+) -> InteractionResponse:
+    """Invoke ``command`` and return the answer the user sees (the reply or first followup)."""
+    handle = await bot.fake.invoke_command(
+        bot.world.guild, channel or bot.world.channel.id, user, command, options
+    )
+    async with asyncio.timeout(TIMEOUT):
+        callback = await handle.wait_response()
+        if callback.callback_type == 5:  # deferred: the answer is a followup
+            (callback,) = await handle.wait_followups(1)
+    return callback
+
+
+def content(response: InteractionResponse) -> str:
+    return (response.body.get("data") or response.body)["content"]
+
+
+def ephemeral(response: InteractionResponse) -> bool:
+    return bool(int((response.body.get("data") or response.body).get("flags") or 0) & EPHEMERAL)
+
+
+async def bound_thread(bot: Bot) -> tuple[Any, int]:
+    """Spawn a session-mode subagent (by alice); its binding and thread id."""
+    await spawn(bot, "greet", mode="session")
+    record = bot.binding()
+    await settle(bot, record.target_session_key)
+    return record, int(record.conversation.conversation_id)
+
+
+class TestConfig:
+    async def test_non_admin_is_refused_and_nothing_is_stored(self, start_bot: StartBot) -> None:
+        """A plain member's /config set is refused ephemerally; no override exists afterwards."""
+        bot = await start_bot(spawn_threads=False)
+        reply = await run(bot, bot.world.alice, "config set", key=SPAWN_PATH, value="on")
+        assert content(reply) == ADMINS_ONLY
+        assert ephemeral(reply)
+        assert bot.services.overrides.for_scope(str(bot.world.guild.id)) == {}
+
+    async def test_admin_set_applies_at_once_and_is_audited(self, start_bot: StartBot) -> None:
+        """An admin turns spawnSubagentSessions on; the next session spawn opens a thread."""
+        bot = await start_bot([Step(text="hi")], spawn_threads=False)
+        with capture_logs() as logs:
+            reply = await run(bot, bot.world.admin, "config set", key=SPAWN_PATH, value="on")
+        assert "set to `on`" in content(reply)
+        (changed,) = [e for e in logs if e["event"] == "config.changed"]
+        assert changed | {"key": SPAWN_PATH, "old": None, "new": True} == changed
+        assert changed["actor"] == str(bot.world.admin.id)
+        assert changed["scope"] == str(bot.world.guild.id)
+
+        (spawned,) = await spawn(bot, "stay with me", mode="session")
+        record = bot.binding()
+        assert f"<#{record.conversation.conversation_id}>" in spawned.body["content"]
+
+    async def test_get_shows_source_and_reset_restores_the_file_value(
+        self, start_bot: StartBot
+    ) -> None:
+        """get names the deciding level and marks overrides; reset removes the override."""
+        bot = await start_bot(spawn_threads=False)
+        admin = bot.world.admin
+        before = await run(bot, admin, "config get", key=SPAWN_PATH)
+        assert content(before) == f"`{SPAWN_PATH}` = `off` (source: `{SPAWN_PATH}`)"
+        await run(bot, admin, "config set", key=SPAWN_PATH, value="on")
+        after = await run(bot, admin, "config get", key=SPAWN_PATH)
+        assert "`on`" in content(after)
+        assert "(runtime override)" in content(after)
+
+        with capture_logs() as logs:
+            reset = await run(bot, admin, "config reset", key=SPAWN_PATH)
+        assert "now `off`" in content(reset)
+        assert bot.services.overrides.for_scope(str(bot.world.guild.id)) == {}
+        assert [e["new"] for e in logs if e["event"] == "config.changed"] == [None]
+        again = await run(bot, admin, "config reset", key=SPAWN_PATH)
+        assert ephemeral(again)
+        assert "none is set" in content(again)
+
+    async def test_bad_key_or_value_is_explained(self, start_bot: StartBot) -> None:
+        """An unknown path or a value of the wrong type comes back as the ConfigError's message."""
+        bot = await start_bot()
+        unknown = await run(bot, bot.world.admin, "config get", key="nope.enabled")
+        assert ephemeral(unknown)
+        assert "nope.enabled" in content(unknown)
+        bad = await run(bot, bot.world.admin, "config set", key=SPAWN_PATH, value="maybe")
+        assert ephemeral(bad)
+        assert SPAWN_PATH in content(bad)
+        assert bot.services.overrides.for_scope(str(bot.world.guild.id)) == {}
+
+    async def test_group_is_hidden_from_non_admins_by_default(self, start_bot: StartBot) -> None:
+        """The registered /config command carries Administrator as its default permission."""
+        bot = await start_bot()
+        group = bot.client.tree.get_command("config", guild=None)
+        assert group is not None
+        assert group.default_permissions is not None
+        assert group.default_permissions.administrator
+
+
+class TestFocus:
+    async def test_focus_binds_an_existing_session_to_this_thread(
+        self, start_bot: StartBot
+    ) -> None:
+        """/focus in another thread binds it to the session, owned by the invoking user."""
+        bot = await start_bot([Step(text="hi")])
+        record, _ = await bound_thread(bot)
+        other = bot.fake.add_thread(bot.world.channel, "elsewhere", owner=bot.world.alice)
+        await bot.fake.sync(bot.world.bot)
+        reply = await run(bot, bot.world.alice, "focus", other.id, target=record.target_session_key)
+        assert record.target_session_key in content(reply)
+        (focused,) = [
+            r
+            for r in bot.services.bindings.list_by_session(record.target_session_key)
+            if r.conversation.conversation_id == str(other.id)
+        ]
+        assert focused.target_kind == "session"
+        assert focused.bound_by == str(bot.world.alice.id)
+        assert focused.conversation.parent_conversation_id == str(bot.world.channel.id)
+        assert focused.metadata["guild_id"] == str(bot.world.guild.id)
+
+    async def test_unknown_target_or_bound_thread_is_refused(self, start_bot: StartBot) -> None:
+        """An unknown session, or a thread already bound, is an ephemeral error; nothing binds."""
+        bot = await start_bot([Step(text="hi")])
+        record, thread = await bound_thread(bot)
+        other = bot.fake.add_thread(bot.world.channel, "elsewhere")
+        await bot.fake.sync(bot.world.bot)
+        unknown = await run(bot, bot.world.alice, "focus", other.id, target="subagent:nope")
+        assert ephemeral(unknown)
+        assert "subagent:nope" in content(unknown)
+        taken = await run(bot, bot.world.alice, "focus", thread, target=record.target_session_key)
+        assert "already bound" in content(taken)
+        assert list(bot.services.bindings.live()) == [record]
+
+    async def test_focus_outside_a_thread_is_refused(self, start_bot: StartBot) -> None:
+        """/focus in a plain channel says to use it in a thread."""
+        bot = await start_bot()
+        reply = await run(bot, bot.world.alice, "focus", target="anything")
+        assert ephemeral(reply)
+        assert "inside the thread" in content(reply)
+
+
+class TestUnfocusAndWindows:
+    async def test_unfocus_by_someone_else_is_refused(self, start_bot: StartBot) -> None:
+        """A member who did not bind the thread cannot unfocus it."""
+        bot = await start_bot([Step(text="hi")])
+        record, thread = await bound_thread(bot)
+        mallory = bot.fake.add_member(bot.world.guild, "mallory")
+        reply = await run(bot, mallory, "unfocus", thread)
+        assert (content(reply), ephemeral(reply)) == (NOT_OWNER, True)
+        assert bot.services.bindings.get(record.binding_id) is not None
+
+    async def test_unfocus_by_the_owner_ends_the_binding(self, start_bot: StartBot) -> None:
+        """The user who bound the thread unfocuses it; the farewell is posted in the thread."""
+        bot = await start_bot([Step(text="hi")])
+        record, thread = await bound_thread(bot)
+        reply = await run(bot, bot.world.alice, "unfocus", thread)
+        assert record.target_session_key in content(reply)
+        assert bot.services.bindings.get(record.binding_id) is None
+        farewell = await bot.fake.wait_for_message(thread, lambda m: "no longer bound" in m.content)
+        assert farewell.author_id == bot.world.bot.id
+
+    async def test_admin_may_unfocus_any_thread(self, start_bot: StartBot) -> None:
+        """An administrator can unfocus a thread someone else bound."""
+        bot = await start_bot([Step(text="hi")])
+        record, thread = await bound_thread(bot)
+        await run(bot, bot.world.admin, "unfocus", thread)
+        assert bot.services.bindings.get(record.binding_id) is None
+
+    async def test_session_idle_by_the_owner_changes_and_persists(
+        self, start_bot: StartBot
+    ) -> None:
+        """/session idle 2h sets the binding's idle timeout in memory and in the store."""
+        bot = await start_bot([Step(text="hi")])
+        record, thread = await bound_thread(bot)
+        reply = await run(bot, bot.world.alice, "session idle", thread, duration="2h")
+        assert "2h" in content(reply)
+        assert bot.binding().idle_timeout_ms == 2 * HOUR_MS
+        stored = await bot.services.database.run(
+            lambda conn: BindingRepository(conn).get(record.binding_id)
+        )
+        assert stored.idle_timeout_ms == 2 * HOUR_MS
+
+    async def test_session_max_age_and_refusals(self, start_bot: StartBot) -> None:
+        """max-age sets the hard deadline; a stranger or a bad duration is refused."""
+        bot = await start_bot([Step(text="hi")])
+        record, thread = await bound_thread(bot)
+        mallory = bot.fake.add_member(bot.world.guild, "mallory")
+        refused = await run(bot, mallory, "session max-age", thread, duration="1h")
+        assert content(refused) == NOT_OWNER
+        bad = await run(bot, bot.world.alice, "session max-age", thread, duration="soon")
+        assert ephemeral(bad)
+        assert "invalid duration" in content(bad)
+        assert bot.binding() == record
+
+        await run(bot, bot.world.alice, "session max-age", thread, duration="1h30m")
+        assert bot.binding().expires_at == record.bound_at + timedelta(hours=1, minutes=30)
+        assert bot.binding().max_age_ms == HOUR_MS + HOUR_MS // 2
