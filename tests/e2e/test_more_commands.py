@@ -1,0 +1,104 @@
+"""More end-to-end cases: /cancel's report, spawning from a thread, two accounts at once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from adapters.discord.manager import ManagerRegistry
+from bot.client import ThreadboundClient
+from bot.wiring import build_services
+from core.clock import FakeClock
+from core.config import parse_config
+from core.providers.scripted import ScriptedProvider, Step
+from core.providers.types import ToolCall
+from fakediscord import FakeDiscord
+from tests.e2e.conftest import TOKEN, Clients, StartBot, World
+from tests.e2e.test_discord_bot import TIMEOUT, settle, spawn
+
+SLEEP = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
+
+
+async def test_cancel_reports_what_it_dropped(start_bot: StartBot) -> None:
+    """/cancel in the thread stops the turn and lists the queued messages it dropped."""
+    bot = await start_bot([Step(tool_calls=(SLEEP,))])
+    await spawn(bot, "long job", mode="session")
+    record = bot.binding()
+    thread_id = int(record.conversation.conversation_id)
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers()
+    await bot.fake.user_says(thread_id, bot.world.alice, ">> afterwards, summarise")
+    await bot.fake.wait_for_request("PUT", f"/channels/{thread_id}/messages")
+    handle = await bot.fake.invoke_command(bot.world.guild, thread_id, bot.world.alice, "cancel")
+    async with asyncio.timeout(TIMEOUT):
+        reply = await handle.wait_response()
+    assert "Dropped 1 queued message(s)" in reply.body["data"]["content"]
+    assert "(follow_up) afterwards, summarise" in reply.body["data"]["content"]
+    agent = await bot.services.runtime.get(record.target_session_key)
+    assert agent.running is False
+    assert agent.snapshot().follow_up_queue == ()
+
+
+async def test_spawn_from_a_bound_thread_opens_in_the_parent(start_bot: StartBot) -> None:
+    """Threads cannot nest: a spawn asked inside a thread opens its thread in the parent."""
+    bot = await start_bot(lambda _messages: Step(text="ok"))
+    await spawn(bot, "first", mode="session")
+    first = bot.binding()
+    w = bot.world
+    handle = await bot.fake.invoke_command(
+        w.guild,
+        int(first.conversation.conversation_id),
+        w.alice,
+        "agents spawn",
+        {"task": "second", "mode": "session"},
+    )
+    async with asyncio.timeout(TIMEOUT):
+        await handle.wait_followups(1)
+    second = next(r for r in bot.services.bindings.live() if r != first)
+    assert second.conversation.parent_conversation_id == str(w.channel.id)
+    assert bot.fake.channel(int(second.conversation.conversation_id)).parent_id == w.channel.id
+    for record in (first, second):
+        await settle(bot, record.target_session_key)
+
+
+async def test_two_accounts_in_one_process(
+    fake: FakeDiscord, clients: Clients, world: World, tmp_path: Path
+) -> None:
+    """Two bot accounts share the services; each binds threads under its own account id."""
+    second_bot = fake.add_bot("second-token", "second")
+    config = parse_config(
+        {
+            "store": {"url": f"sqlite:///{tmp_path / 'two.db'}"},
+            "channels": {
+                "discord": {
+                    "threadBindings": {"spawnSubagentSessions": True},
+                    "accounts": {"main": {}, "second": {}},
+                }
+            },
+            "discord": {"command_guild_ids": [world.guild.id]},
+        },
+        env={},
+    )
+    services = await build_services(
+        config, clock=FakeClock(), env={}, provider=ScriptedProvider(lambda _m: Step(text="hi"))
+    )
+    try:
+        managers = ManagerRegistry()
+        main = ThreadboundClient("main", services, managers, min_edit_interval=0)
+        second = ThreadboundClient("second", services, managers, min_edit_interval=0)
+        await clients.start(main, TOKEN)
+        await clients.start(second, "second-token")
+        handle = await fake.invoke_command(
+            world.guild, world.channel, world.alice, "agents spawn", {"task": "t"}, bot=second_bot
+        )
+        async with asyncio.timeout(TIMEOUT):
+            await handle.wait_followups(1)
+        (record,) = services.bindings.live()
+        assert record.conversation.account_id == "second"
+        (request,) = fake.requests_matching("POST", f"/channels/{world.channel.id}/threads")
+        assert request.token == "second-token"
+        agent = await services.runtime.get(record.target_session_key)
+        await agent.wait_idle()
+        await second.account.drain()
+    finally:
+        await services.close()
