@@ -1,8 +1,9 @@
-"""``/focus``, ``/unfocus`` and ``/session idle|max-age``: bind a thread and manage its windows."""
+"""``/focus``, ``/unfocus``, ``/session idle|max-age|mode``: bind a thread and manage it."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 import discord
 from discord import app_commands
@@ -146,5 +147,33 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     @app_commands.describe(duration="e.g. 24h, 7d, or off")
     async def max_age(interaction: discord.Interaction, duration: str) -> None:
         await change_window(interaction, "max-age", duration)
+
+    @session.command(name="mode", description="What a plain message does while the agent runs.")
+    @app_commands.describe(default="steer: redirect it now; follow_up: queue for after the turn")
+    async def mode(
+        interaction: discord.Interaction, default: Literal["steer", "follow_up"]
+    ) -> None:
+        record = binding_here(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
+        if not _may_manage(interaction, record):
+            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
+            return
+        try:
+            await services.bindings.update_metadata(record.binding_id, default_mode=default)
+        except ThreadboundError as exc:
+            await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
+            return
+        other = "follow_up" if default == "steer" else "steer"
+        hint = (
+            "start a message with `>>` to queue it"
+            if default == "steer"
+            else ("use /steer to redirect it now")
+        )
+        await interaction.response.send_message(
+            f"While the agent runs, a plain message here will {default.replace('_', ' ')} "
+            f"it ({hint}; /{other.replace('_', '')} works too)."
+        )
 
     return [focus, unfocus, session]

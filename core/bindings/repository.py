@@ -83,6 +83,11 @@ _SET_LIFETIME = (
 )
 
 
+_SET_METADATA = (
+    update(_T).where(_T.c.binding_id == bindparam("b_id"), _LIVE).values(metadata=bindparam("m"))
+)
+
+
 def _timestamp(value: Any) -> Any:
     # SQLite keeps UTC as naive text; the "Z" lets pydantic-core parse it as
     # aware UTC. PostgreSQL's timestamptz arrives as an aware datetime already.
@@ -180,6 +185,11 @@ class BindingRepository:
             result = self._conn.execute(_END, params)
         else:
             result = self._conn.execute(_END_IF_IDLE, params | {"idle_before": idle_before})
+        return bool(result.rowcount)
+
+    def set_metadata(self, binding_id: str, metadata: dict[str, Any]) -> bool:
+        """Replace a live binding's metadata; False if it was not live."""
+        result = self._conn.execute(_SET_METADATA, {"b_id": binding_id, "m": metadata})
         return bool(result.rowcount)
 
     def set_lifetime(

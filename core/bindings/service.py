@@ -427,6 +427,33 @@ class SessionBindingService:
 
     # -- lifetime --------------------------------------------------------------
 
+    async def update_metadata(self, binding_id: str, /, **changes: Any) -> SessionBindingRecord:
+        """Merge ``changes`` into a live binding's metadata (a thread's default mode, say).
+
+        Raises:
+            BindingError: the binding is not live.
+            StoreError: the store did not commit; the metadata is unchanged.
+        """
+        record = self._by_id.get(binding_id)
+        if record is None or record.status != "active":
+            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+        metadata = {**record.metadata, **changes}
+        try:
+            done = await self._db.run(
+                lambda conn: BindingRepository(conn).set_metadata(binding_id, metadata)
+            )
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"could not record the settings of binding {binding_id}: {type(exc).__name__}"
+            ) from exc
+        if not done:
+            await self._refresh_from_store(record)
+            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+        current = self._by_id.get(binding_id, record)
+        updated = current.model_copy(update={"metadata": metadata})
+        self._replace(updated)
+        return updated
+
     async def set_lifetime(
         self,
         binding_id: str,

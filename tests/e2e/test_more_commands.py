@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from urllib.parse import unquote
 
 from adapters.discord.manager import ManagerRegistry
 from bot.client import ThreadboundClient
@@ -102,3 +103,30 @@ async def test_two_accounts_in_one_process(
         await second.account.drain()
     finally:
         await services.close()
+
+
+async def test_thread_can_default_to_follow_up(start_bot: StartBot) -> None:
+    """/session mode default:follow_up makes plain messages queue; it survives in the store."""
+    bot = await start_bot([Step(tool_calls=(SLEEP,)), Step(text="done"), Step(text="then")])
+    await spawn(bot, "long job", mode="session")
+    record = bot.binding()
+    thread_id = int(record.conversation.conversation_id)
+    handle = await bot.fake.invoke_command(
+        bot.world.guild, thread_id, bot.world.alice, "session mode", {"default": "follow_up"}
+    )
+    async with asyncio.timeout(TIMEOUT):
+        reply = await handle.wait_response()
+    assert "follow up" in reply.body["data"]["content"]
+    assert bot.binding().metadata["default_mode"] == "follow_up"
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers()
+    message = await bot.fake.user_says(thread_id, bot.world.alice, "and then this")
+    request = await bot.fake.wait_for_request(
+        "PUT", f"/channels/{thread_id}/messages/{message.id}/reactions"
+    )
+    assert "📥" in unquote(request.path)
+    await bot.clock.advance(5)
+    await settle(bot, record.target_session_key)
+    restarted = await bot.services.bindings.start()
+    assert restarted == 1
+    assert bot.binding().metadata["default_mode"] == "follow_up"

@@ -437,3 +437,15 @@ async def test_expiry_logged_only_when_ended(open_store: StoreFactory, clock: Fa
     unbound = [e for e in logs if e["event"] == "binding.unbound"]
     assert [(e["binding_id"], e["reason"]) for e in expired] == [(lost.binding_id, "idle-expired")]
     assert unbound == []  # an expiry is reported as binding.expired alone
+
+
+async def test_update_metadata_is_persisted(open_store: StoreFactory, clock: FakeClock) -> None:
+    """Metadata changes merge into the record and survive a restart."""
+    service = await service_on(await open_store(), clock)
+    record = await service.bind("s1", "session", conv("t1"), metadata={"persona": {"name": "A"}})
+    updated = await service.update_metadata(record.binding_id, default_mode="follow_up")
+    assert updated.metadata == {"persona": {"name": "A"}, "default_mode": "follow_up"}
+    restarted = await service_on(await open_store(), clock)
+    assert restarted.get(record.binding_id).metadata["default_mode"] == "follow_up"
+    with pytest.raises(BindingError, match="is not live"):
+        await restarted.update_metadata("missing", x=1)
