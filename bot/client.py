@@ -41,8 +41,9 @@ class ThreadboundClient(discord.Client):
         managers: ManagerRegistry,
         *,
         min_edit_interval: float = 1.0,
+        client_intents: discord.Intents | None = None,
     ) -> None:
-        super().__init__(intents=intents())
+        super().__init__(intents=client_intents or intents())
         self.account_id = account_id
         self.services = services
         self.tree = app_commands.CommandTree(self)

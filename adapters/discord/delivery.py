@@ -23,7 +23,7 @@ the agent is busy writing in is never swept as idle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import discord
 
@@ -97,7 +97,7 @@ class ThreadDelivery:
                     int(sent.message_id),
                     content=content,
                     allowed_mentions=_NO_MENTIONS,
-                    thread=discord.Object(thread_id),
+                    thread=self._thread(record),
                 )
             else:
                 thread = await self._manager.fetch_channel(thread_id)
@@ -120,7 +120,7 @@ class ThreadDelivery:
                     content,
                     username=persona.name,
                     avatar_url=persona.avatar_url or discord.utils.MISSING,
-                    thread=discord.Object(thread_id),
+                    thread=self._thread(record),
                     allowed_mentions=_NO_MENTIONS,
                     wait=True,
                 )
@@ -157,12 +157,17 @@ class ThreadDelivery:
 
     @staticmethod
     def _parent_id(record: SessionBindingRecord) -> int:
-        parent = record.conversation.parent_conversation_id
-        if parent is None:
-            raise DeliveryError(
-                f"binding {record.binding_id} has no parent channel to hold its webhook"
-            )
-        return snowflake(parent)
+        """The channel holding the webhook: the thread's parent, or the bound channel itself."""
+        conversation = record.conversation
+        return snowflake(conversation.parent_conversation_id or conversation.conversation_id)
+
+    @staticmethod
+    def _thread(record: SessionBindingRecord) -> discord.Object | Any:
+        """``thread=`` for webhook calls: the thread, or nothing for a bound plain channel."""
+        conversation = record.conversation
+        if conversation.parent_conversation_id is None:
+            return discord.utils.MISSING
+        return discord.Object(snowflake(conversation.conversation_id))
 
 
 class BotSink:
