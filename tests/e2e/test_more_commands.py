@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from urllib.parse import unquote
 
+from adapters.discord.delivery import Persona
 from adapters.discord.manager import ManagerRegistry
 from bot.client import ThreadboundClient
 from bot.wiring import build_services
@@ -130,3 +131,18 @@ async def test_thread_can_default_to_follow_up(start_bot: StartBot) -> None:
     restarted = await bot.services.bindings.start()
     assert restarted == 1
     assert bot.binding().metadata["default_mode"] == "follow_up"
+
+
+async def test_unknown_webhook_is_replaced_and_the_send_lands(start_bot: StartBot) -> None:
+    """A webhook Discord no longer knows (10015) is looked up again once; the persona post lands."""
+    bot = await start_bot([Step(text="hi")])
+    await spawn(bot, "greet", mode="session")
+    record = bot.binding()
+    await settle(bot, record.target_session_key)
+    channel_id = bot.world.channel.id
+    lookups = len(bot.fake.requests_matching("GET", f"/channels/{channel_id}/webhooks"))
+    bot.fake.fail_next("POST", "/webhooks/*", 404, code=10015)
+    sent = await bot.client.account.delivery.send(record, Persona("Scout"), "still me")
+    assert sent.path == "webhook"
+    again = len(bot.fake.requests_matching("GET", f"/channels/{channel_id}/webhooks"))
+    assert again == lookups + 1

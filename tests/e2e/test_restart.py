@@ -33,3 +33,5 @@ async def test_restart_routes_thread_message_to_the_same_session(start_bot: Star
     ]
     assert [m.content for m in sent if m.role == "assistant"] == ["first answer"]
     assert persona_messages(second.fake, thread_id)[-1].content == "it was 42"
+    # The webhook's token was never stored: it was found again, not recreated.
+    assert len(second.fake.webhooks_in(second.world.channel.id)) == 1
