@@ -71,8 +71,17 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
                 f"<#{record.conversation.conversation_id}> `{record.target_session_key}` "
                 f"({state}{queued})"
             )
+        bound = {r.target_session_key for r in services.bindings.live()}
+        for key in services.runtime.resident():
+            if key in bound:
+                continue
+            agent = services.runtime.peek(key)
+            if agent is None:
+                continue
+            state = "running" if agent.running else "idle"
+            lines.append(f"unbound run `{key}` ({state})")
         await interaction.response.send_message(
-            "\n".join(lines) or "No bound threads.", ephemeral=True
+            "\n".join(lines)[:2000] or "No subagents.", ephemeral=True
         )
 
     return group

@@ -146,3 +146,16 @@ async def test_unknown_webhook_is_replaced_and_the_send_lands(start_bot: StartBo
     assert sent.path == "webhook"
     again = len(bot.fake.requests_matching("GET", f"/channels/{channel_id}/webhooks"))
     assert again == lookups + 1
+
+
+async def test_agents_list_shows_threads_and_unbound_runs(start_bot: StartBot) -> None:
+    """/agents list names bound threads with their state and runs that have no thread."""
+    bot = await start_bot(lambda _messages: Step(text="ok"), spawn_threads=False)
+    await spawn(bot, "legacy run")
+    (key,) = bot.services.runtime.resident()
+    await (await bot.services.runtime.get(key)).wait_idle()
+    w = bot.world
+    handle = await bot.fake.invoke_command(w.guild, w.channel, w.alice, "agents list")
+    async with asyncio.timeout(TIMEOUT):
+        reply = await handle.wait_response()
+    assert f"unbound run `{key}` (idle)" in reply.body["data"]["content"]
