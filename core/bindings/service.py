@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core import log_events
 from core._gc import bulk_allocation
+from core.bindings._index import BindingIndex
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
 from core.bindings.lifecycle import expiry_reason
 from core.bindings.records import (
@@ -83,9 +84,7 @@ class SessionBindingService:
         self.adapters = adapters if adapters is not None else AdapterRegistry()
         self.clock: Clock = clock or SystemClock()
         self._lifecycle_defaults = lifecycle_defaults
-        self._by_id: dict[str, SessionBindingRecord] = {}
-        self._by_conversation: dict[ConversationKey, str] = {}
-        self._by_session: dict[str, tuple[SessionBindingRecord, ...]] = {}
+        self._index = BindingIndex()
         self._reserved: set[ConversationKey] = set()
         self._pending_touches: dict[str, datetime] = {}
 
@@ -95,22 +94,8 @@ class SessionBindingService:
         """Rebuild the indexes from the store; returns how many live bindings were loaded."""
         with bulk_allocation(freeze=True):  # once, at start-up
             records = await self._db.run(lambda conn: BindingRepository(conn).load_live())
-            self._rebuild_indexes(records)
+            self._index.rebuild(records)
         return len(records)
-
-    def _rebuild_indexes(self, records: list[SessionBindingRecord]) -> None:
-        self._by_id = {record.binding_id: record for record in records}
-        self._by_conversation = {
-            (conv.channel, conv.account_id, conv.conversation_id): record.binding_id
-            for record in records
-            for conv in (record.conversation,)
-        }
-        by_session: dict[str, tuple[SessionBindingRecord, ...]] = {}
-        for record in records:
-            key = record.target_session_key
-            earlier = by_session.get(key)
-            by_session[key] = (record,) if earlier is None else (*earlier, record)
-        self._by_session = by_session
 
     async def close(self) -> None:
         """Write pending touches. Call on shutdown, before the database closes."""
@@ -120,22 +105,22 @@ class SessionBindingService:
 
     def list_by_session(self, target_session_key: str, /) -> tuple[SessionBindingRecord, ...]:
         """Live (active or ending) bindings of a session, oldest first."""
-        return self._by_session.get(target_session_key, ())
+        # Hot path (router): one dict lookup on the index, no extra call.
+        return self._index.by_session.get(target_session_key, ())
 
     def resolve_by_conversation(self, ref: ConversationRef, /) -> SessionBindingRecord | None:
         """The live binding of this exact conversation, if any."""
-        binding_id = self._by_conversation.get(ref.key)
-        return self._by_id.get(binding_id) if binding_id else None
+        return self._index.by_conversation_key(ref.key)
 
     def get(self, binding_id: str, /) -> SessionBindingRecord | None:
-        return self._by_id.get(binding_id)
+        return self._index.get(binding_id)
 
     def live(self) -> Iterable[SessionBindingRecord]:
         """Every live binding (a snapshot, safe to iterate while binding)."""
-        return tuple(self._by_id.values())
+        return tuple(self._index.by_id.values())
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._index)
 
     # -- bind ------------------------------------------------------------------
 
@@ -175,7 +160,7 @@ class SessionBindingService:
             )
 
         key = conversation.key
-        if key in self._by_conversation or key in self._reserved:
+        if key in self._index.by_conversation or key in self._reserved:
             owner = self.resolve_by_conversation(conversation)
             raise ConversationAlreadyBound(
                 conversation.describe(), owner.target_session_key if owner else None
@@ -275,7 +260,7 @@ class SessionBindingService:
                 f"could not record the binding of {record.conversation.describe()}: "
                 f"{type(exc).__name__}; nothing was bound"
             ) from exc
-        self._index(record)
+        self._index.add(record)
 
     # -- unbind ----------------------------------------------------------------
 
@@ -296,7 +281,7 @@ class SessionBindingService:
         if not reason:
             raise BindingError("unbind needs a reason; it is shown in the farewell and the logs")
         if binding_id is not None:
-            record = self._by_id.get(binding_id)
+            record = self._index.get(binding_id)
             targets = [record] if record and record.status == "active" else []
             if target_session_key is not None:
                 targets = [r for r in targets if r.target_session_key == target_session_key]
@@ -340,7 +325,7 @@ class SessionBindingService:
         ``None`` is returned when that condition fails and the binding stays.
         """
         ending = record.model_copy(update={"status": "ending"})
-        self._replace(ending)
+        self._index.replace(ending)
         pending = self._pending_touches.pop(record.binding_id, None)
         now = self.clock.now()
         try:
@@ -354,7 +339,7 @@ class SessionBindingService:
                 )
             )
         except SQLAlchemyError as exc:
-            self._replace(record)
+            self._index.replace(record)
             if pending is not None:
                 self._pending_touches.setdefault(record.binding_id, pending)
             raise StoreError(
@@ -386,7 +371,7 @@ class SessionBindingService:
         if fresh is None or fresh.status == "ended":
             self._unindex(record)
         else:
-            self._replace(fresh)
+            self._index.replace(fresh)
 
     # -- activity --------------------------------------------------------------
 
@@ -396,13 +381,13 @@ class SessionBindingService:
         Never moves ``last_activity_at`` backwards. The write is deferred to
         :meth:`flush_touches`, which coalesces every touch of a binding into one.
         """
-        record = self._by_id.get(binding_id)
+        record = self._index.get(binding_id)
         if record is None or record.status != "active":
             return False
         at = at or self.clock.now()
         if record.last_activity_at is not None and at <= record.last_activity_at:
             return True
-        self._replace(record.model_copy(update={"last_activity_at": at}))
+        self._index.replace(record.model_copy(update={"last_activity_at": at}))
         self._pending_touches[binding_id] = at
         return True
 
@@ -434,7 +419,7 @@ class SessionBindingService:
             BindingError: the binding is not live.
             StoreError: the store did not commit; the metadata is unchanged.
         """
-        record = self._by_id.get(binding_id)
+        record = self._index.get(binding_id)
         if record is None or record.status != "active":
             raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
         metadata = {**record.metadata, **changes}
@@ -449,9 +434,9 @@ class SessionBindingService:
         if not done:
             await self._refresh_from_store(record)
             raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
-        current = self._by_id.get(binding_id, record)
+        current = self._index.by_id.get(binding_id, record)
         updated = current.model_copy(update={"metadata": metadata})
-        self._replace(updated)
+        self._index.replace(updated)
         return updated
 
     async def set_lifetime(
@@ -475,7 +460,7 @@ class SessionBindingService:
         for name, value in (("idle_timeout_ms", idle_timeout_ms), ("max_age_ms", max_age_ms)):
             if value is not None and value < 0:
                 raise BindingError(f"{name} must be 0 (never) or positive, not {value}")
-        record = self._by_id.get(binding_id)
+        record = self._index.get(binding_id)
         if record is None or record.status != "active":
             raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
         idle = record.idle_timeout_ms if idle_timeout_ms is None else idle_timeout_ms
@@ -496,11 +481,11 @@ class SessionBindingService:
             await self._refresh_from_store(record)
             raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
         # Re-read: a touch may have replaced the record while the write was in flight.
-        current = self._by_id.get(binding_id, record)
+        current = self._index.by_id.get(binding_id, record)
         updated = current.model_copy(
             update={"idle_timeout_ms": idle, "max_age_ms": max_age, "expires_at": expires_at}
         )
-        self._replace(updated)
+        self._index.replace(updated)
         _log.info(
             "binding.lifetime_changed",
             **_log_fields(updated),
@@ -520,7 +505,7 @@ class SessionBindingService:
         expiry is also conditional in the store, so activity written by another
         process keeps the binding too. Returns the ended record, or None.
         """
-        record = self._by_id.get(binding_id)
+        record = self._index.get(binding_id)
         if record is None or record.status != "active":
             return None
         now = self.clock.now()
@@ -534,32 +519,9 @@ class SessionBindingService:
 
     # -- index upkeep ----------------------------------------------------------
 
-    def _index(self, record: SessionBindingRecord) -> None:
-        self._by_id[record.binding_id] = record
-        self._by_conversation[record.conversation.key] = record.binding_id
-        key = record.target_session_key
-        self._by_session[key] = (*self._by_session.get(key, ()), record)
-
-    def _replace(self, record: SessionBindingRecord) -> None:
-        self._by_id[record.binding_id] = record
-        key = record.target_session_key
-        self._by_session[key] = tuple(
-            record if r.binding_id == record.binding_id else r
-            for r in self._by_session.get(key, ())
-        )
-
     def _unindex(self, record: SessionBindingRecord) -> None:
-        self._by_id.pop(record.binding_id, None)
-        if self._by_conversation.get(record.conversation.key) == record.binding_id:
-            del self._by_conversation[record.conversation.key]
-        key = record.target_session_key
-        remaining = tuple(
-            r for r in self._by_session.get(key, ()) if r.binding_id != record.binding_id
-        )
-        if remaining:
-            self._by_session[key] = remaining
-        else:
-            self._by_session.pop(key, None)
+        """Drop an ended binding from the indexes, with any activity still queued for it."""
+        self._index.remove(record)
         self._pending_touches.pop(record.binding_id, None)
 
     async def _side_effect(self, what: str, call: Any, record: SessionBindingRecord) -> None:
