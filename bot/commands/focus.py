@@ -49,6 +49,17 @@ def _may_manage(interaction: discord.Interaction, record: SessionBindingRecord) 
 def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_commands.Group]:
     services = account.services
 
+    async def managed_binding(interaction: discord.Interaction) -> SessionBindingRecord | None:
+        """This thread's binding, if the user may manage it; otherwise say why and None."""
+        record = binding_here(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return None
+        if not _may_manage(interaction, record):
+            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
+            return None
+        return record
+
     async def resolve_target(target: str) -> str | None:
         """A session key as given, or the session of a live binding whose persona is ``target``."""
         if target in await services.sessions.session_keys():
@@ -99,12 +110,8 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     @app_commands.command(name="unfocus", description="Unbind this thread from its session.")
     @app_commands.guild_only()
     async def unfocus(interaction: discord.Interaction) -> None:
-        record = binding_here(account, interaction.channel)
+        record = await managed_binding(interaction)
         if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
-            return
-        if not _may_manage(interaction, record):
-            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
             return
         await interaction.response.defer(thinking=True)
         await services.bindings.unbind(record.binding_id, reason="user-unfocus")
@@ -115,12 +122,8 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     )
 
     async def change_window(interaction: discord.Interaction, which: str, duration: str) -> None:
-        record = binding_here(account, interaction.channel)
+        record = await managed_binding(interaction)
         if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
-            return
-        if not _may_manage(interaction, record):
-            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
             return
         try:
             ms = parse_window(duration)
@@ -153,12 +156,8 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     async def mode(
         interaction: discord.Interaction, default: Literal["steer", "follow_up"]
     ) -> None:
-        record = binding_here(account, interaction.channel)
+        record = await managed_binding(interaction)
         if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
-            return
-        if not _may_manage(interaction, record):
-            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
             return
         try:
             await services.bindings.update_metadata(record.binding_id, default_mode=default)
