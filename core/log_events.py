@@ -57,6 +57,7 @@ __all__ = [
     "LogEvent",
     "binding_bound",
     "binding_expired",
+    "binding_lifetime_changed",
     "binding_unbound",
     "config_changed",
     "delivery_failed",
@@ -82,6 +83,7 @@ class LogEvent(StrEnum):
     BINDING_BOUND = "binding.bound"
     BINDING_UNBOUND = "binding.unbound"
     BINDING_EXPIRED = "binding.expired"
+    BINDING_LIFETIME_CHANGED = "binding.lifetime_changed"
     CONFIG_CHANGED = "config.changed"
 
 
@@ -153,6 +155,19 @@ EVENT_FIELDS: Final[dict[str, frozenset[str]]] = {
     LogEvent.BINDING_EXPIRED: frozenset(
         {"binding_id", "target_session_key", "channel", "account", "conversation_id", "reason"}
     ),
+    LogEvent.BINDING_LIFETIME_CHANGED: frozenset(
+        {
+            "binding_id",
+            "target_session_key",
+            "channel",
+            "account",
+            "conversation_id",
+            "idle_timeout_ms",
+            "max_age_ms",
+            "expires_at",
+            "actor",
+        }
+    ),
     LogEvent.CONFIG_CHANGED: frozenset({"key", "old", "new", "actor", "scope"}),
 }
 """The fields each event always carries, besides the envelope and bound context."""
@@ -181,6 +196,7 @@ _DELIVERY_FAILED: Final = LogEvent.DELIVERY_FAILED.value
 _BINDING_BOUND: Final = LogEvent.BINDING_BOUND.value
 _BINDING_UNBOUND: Final = LogEvent.BINDING_UNBOUND.value
 _BINDING_EXPIRED: Final = LogEvent.BINDING_EXPIRED.value
+_BINDING_LIFETIME_CHANGED: Final = LogEvent.BINDING_LIFETIME_CHANGED.value
 _CONFIG_CHANGED: Final = LogEvent.CONFIG_CHANGED.value
 
 
@@ -401,6 +417,38 @@ def binding_expired(
         account=account,
         conversation_id=conversation_id,
         reason=reason,
+        **extra,
+    )
+
+
+def binding_lifetime_changed(
+    logger: EventLogger | None = None,
+    /,
+    *,
+    binding_id: str,
+    target_session_key: str,
+    channel: str,
+    account: str,
+    conversation_id: str,
+    idle_timeout_ms: int,
+    max_age_ms: int,
+    expires_at: datetime | str | None,
+    actor: str | None,
+    guild: str | None = None,
+) -> None:
+    """Log ``binding.lifetime_changed``: who changed a binding's idle or max-age window."""
+    extra = {"guild": guild} if guild is not None else {}
+    (logger or _LOG).info(
+        _BINDING_LIFETIME_CHANGED,
+        binding_id=binding_id,
+        target_session_key=target_session_key,
+        channel=channel,
+        account=account,
+        conversation_id=conversation_id,
+        idle_timeout_ms=idle_timeout_ms,
+        max_age_ms=max_age_ms,
+        expires_at=_iso(expires_at),
+        actor=actor,
         **extra,
     )
 

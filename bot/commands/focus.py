@@ -132,9 +132,13 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
             return
         try:
             if which == "idle":
-                await services.bindings.set_lifetime(record.binding_id, idle_timeout_ms=ms)
+                await services.bindings.set_lifetime(
+                    record.binding_id, idle_timeout_ms=ms, actor=str(interaction.user.id)
+                )
             else:
-                await services.bindings.set_lifetime(record.binding_id, max_age_ms=ms)
+                await services.bindings.set_lifetime(
+                    record.binding_id, max_age_ms=ms, actor=str(interaction.user.id)
+                )
         except ThreadboundError as exc:
             await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
             return

@@ -446,8 +446,11 @@ class SessionBindingService:
         *,
         idle_timeout_ms: int | None = None,
         max_age_ms: int | None = None,
+        actor: str | None = None,
     ) -> SessionBindingRecord:
         """Change a live binding's idle and/or max-age window (0 = never); None keeps one.
+
+        ``actor`` (who asked) goes into the ``binding.lifetime_changed`` audit line.
 
         The hard deadline is recomputed from ``bound_at``, so a max age shorter
         than the binding's age makes it expire at the sweeper's next pass.
@@ -486,12 +489,13 @@ class SessionBindingService:
             update={"idle_timeout_ms": idle, "max_age_ms": max_age, "expires_at": expires_at}
         )
         self._index.replace(updated)
-        _log.info(
-            "binding.lifetime_changed",
+        log_events.binding_lifetime_changed(
+            _log,
             **_log_fields(updated),
             idle_timeout_ms=idle,
             max_age_ms=max_age,
             expires_at=expires_at,
+            actor=actor,
         )
         return updated
 

@@ -91,6 +91,16 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         {**BINDING, "parent_conversation_id": "chan-1", "reason": "done"},
     ),
     LogEvent.BINDING_EXPIRED: (log_events.binding_expired, {**BINDING, "reason": "idle-expired"}),
+    LogEvent.BINDING_LIFETIME_CHANGED: (
+        log_events.binding_lifetime_changed,
+        {
+            **BINDING,
+            "idle_timeout_ms": 7_200_000,
+            "max_age_ms": 0,
+            "expires_at": None,
+            "actor": "user-1",
+        },
+    ),
     LogEvent.CONFIG_CHANGED: (
         log_events.config_changed,
         {
