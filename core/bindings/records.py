@@ -93,3 +93,15 @@ class SessionBindingRecord(BaseModel):
     def is_live(self, now: datetime) -> bool:
         """Active and not past its hard deadline: the only kind the router may resolve."""
         return self.status == "active" and (self.expires_at is None or self.expires_at > now)
+
+    def log_fields(self) -> dict[str, Any]:
+        """The identity fields every ``binding.*`` log event carries."""
+        guild = self.metadata.get("guild_id")
+        return {
+            "binding_id": self.binding_id,
+            "target_session_key": self.target_session_key,
+            "channel": self.conversation.channel,
+            "account": self.conversation.account_id,
+            "conversation_id": self.conversation.conversation_id,
+            "guild": str(guild) if guild is not None else None,
+        }

@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core import log_events
 from core._gc import bulk_allocation
 from core.bindings._index import BindingIndex
+from core.bindings._settings import BindingSettings
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
 from core.bindings.lifecycle import expiry_reason
 from core.bindings.records import (
@@ -52,24 +53,11 @@ LifecycleDefaults = Callable[[ConversationRef], tuple[int, int]]
 _log = get_logger("core.bindings")
 
 
-def _log_fields(record: SessionBindingRecord) -> dict[str, Any]:
-    """The identity fields every binding.* event carries."""
-    guild = record.metadata.get("guild_id")
-    return {
-        "binding_id": record.binding_id,
-        "target_session_key": record.target_session_key,
-        "channel": record.conversation.channel,
-        "account": record.conversation.account_id,
-        "conversation_id": record.conversation.conversation_id,
-        "guild": str(guild) if guild is not None else None,
-    }
-
-
 def _no_expiry(_conversation: ConversationRef) -> tuple[int, int]:
     return (0, 0)
 
 
-class SessionBindingService:
+class SessionBindingService(BindingSettings):
     """Owns binding records, their indexes and their persistence."""
 
     def __init__(
@@ -185,7 +173,7 @@ class SessionBindingService:
 
         log_events.binding_bound(
             _log,
-            **_log_fields(record),
+            **record.log_fields(),
             parent_conversation_id=record.conversation.parent_conversation_id,
             target_kind=record.target_kind,
             bound_by=record.bound_by,
@@ -352,11 +340,11 @@ class SessionBindingService:
         self._unindex(record)
         ended = record.model_copy(update={"status": "ended"})
         if expired:
-            log_events.binding_expired(_log, **_log_fields(ended), reason=reason)  # type: ignore[arg-type]
+            log_events.binding_expired(_log, **ended.log_fields(), reason=reason)  # type: ignore[arg-type]
         else:
             log_events.binding_unbound(
                 _log,
-                **_log_fields(ended),
+                **ended.log_fields(),
                 parent_conversation_id=ended.conversation.parent_conversation_id,
                 reason=reason,
             )
@@ -409,95 +397,6 @@ class SessionBindingService:
             _log.warning("binding.touch_flush_failed", bindings=len(batch), exc_info=True)
             return 0
         return len(batch)
-
-    # -- lifetime --------------------------------------------------------------
-
-    async def update_metadata(self, binding_id: str, /, **changes: Any) -> SessionBindingRecord:
-        """Merge ``changes`` into a live binding's metadata (a thread's default mode, say).
-
-        Raises:
-            BindingError: the binding is not live.
-            StoreError: the store did not commit; the metadata is unchanged.
-        """
-        record = self._index.get(binding_id)
-        if record is None or record.status != "active":
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
-        metadata = {**record.metadata, **changes}
-        try:
-            done = await self._db.run(
-                lambda conn: BindingRepository(conn).set_metadata(binding_id, metadata)
-            )
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"could not record the settings of binding {binding_id}: {type(exc).__name__}"
-            ) from exc
-        if not done:
-            await self._refresh_from_store(record)
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
-        current = self._index.by_id.get(binding_id, record)
-        updated = current.model_copy(update={"metadata": metadata})
-        self._index.replace(updated)
-        return updated
-
-    async def set_lifetime(
-        self,
-        binding_id: str,
-        /,
-        *,
-        idle_timeout_ms: int | None = None,
-        max_age_ms: int | None = None,
-        actor: str | None = None,
-    ) -> SessionBindingRecord:
-        """Change a live binding's idle and/or max-age window (0 = never); None keeps one.
-
-        ``actor`` (who asked) goes into the ``binding.lifetime_changed`` audit line.
-
-        The hard deadline is recomputed from ``bound_at``, so a max age shorter
-        than the binding's age makes it expire at the sweeper's next pass.
-        Returns only after the store committed the change.
-
-        Raises:
-            BindingError: a negative window, or the binding is not live.
-            StoreError: the store did not commit; the windows are unchanged.
-        """
-        for name, value in (("idle_timeout_ms", idle_timeout_ms), ("max_age_ms", max_age_ms)):
-            if value is not None and value < 0:
-                raise BindingError(f"{name} must be 0 (never) or positive, not {value}")
-        record = self._index.get(binding_id)
-        if record is None or record.status != "active":
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
-        idle = record.idle_timeout_ms if idle_timeout_ms is None else idle_timeout_ms
-        max_age = record.max_age_ms if max_age_ms is None else max_age_ms
-        expires_at = record.bound_at + timedelta(milliseconds=max_age) if max_age else None
-        try:
-            done = await self._db.run(
-                lambda conn: BindingRepository(conn).set_lifetime(
-                    binding_id, idle_timeout_ms=idle, max_age_ms=max_age, expires_at=expires_at
-                )
-            )
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"could not record the new windows of binding {binding_id}: "
-                f"{type(exc).__name__}; they are unchanged"
-            ) from exc
-        if not done:
-            await self._refresh_from_store(record)
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
-        # Re-read: a touch may have replaced the record while the write was in flight.
-        current = self._index.by_id.get(binding_id, record)
-        updated = current.model_copy(
-            update={"idle_timeout_ms": idle, "max_age_ms": max_age, "expires_at": expires_at}
-        )
-        self._index.replace(updated)
-        log_events.binding_lifetime_changed(
-            _log,
-            **_log_fields(updated),
-            idle_timeout_ms=idle,
-            max_age_ms=max_age,
-            expires_at=expires_at,
-            actor=actor,
-        )
-        return updated
 
     # -- expiry ----------------------------------------------------------------
 
