@@ -16,17 +16,23 @@ from typing import Literal
 
 import discord
 
+from adapters.discord.delivery import Persona
 from adapters.discord.ids import conversation_for
 from adapters.discord.text import split_message
 from bot.account import AccountRuntime
 from core.agent.events import AgentEvent, TurnEnded
 from core.bindings.records import ConversationRef
-from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
-from core.errors import FeatureDisabled
+from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, Config
+from core.errors import FeatureDisabled, ThreadboundError
 from core.logging import get_logger
 from core.sessions.tree import SessionTree
 
-__all__ = ["SpawnRequest", "SpawnResult", "spawn"]
+__all__ = ["SpawnRefused", "SpawnRequest", "SpawnResult", "spawn"]
+
+
+class SpawnRefused(ThreadboundError):
+    """The spawn cannot start this agent; the message says why and what exists."""
+
 
 _log = get_logger("bot.spawn")
 _NO_MENTIONS = discord.AllowedMentions.none()
@@ -58,7 +64,7 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
         account_id=account.account_id if account.account_id in known else None,
     )
     session_key = f"subagent:{uuid.uuid4().hex[:12]}"
-    persona = request.agent or "Subagent"
+    persona = _persona(services.config, request.agent)
     if not (settings.enabled and settings.spawn_subagent_sessions):
         if request.mode == "session":
             raise FeatureDisabled(
@@ -78,11 +84,12 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
             parent_conversation_id=parent,
         ),
         metadata={
-            "persona": {"name": persona},
+            "persona": {"name": persona.name, "avatar_url": persona.avatar_url},
+            "agent": request.agent,
             "guild_id": str(request.guild_id),
             "spawn_mode": request.mode,
             "requester_conversation_id": requester.conversation_id,
-            "thread_name": f"{persona}: {request.task}"[:100],
+            "thread_name": f"{persona.name}: {request.task}"[:100],
         },
         bound_by=str(request.user_id),
     )
@@ -90,7 +97,26 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
     account.present(record, agent)
     await agent.send(request.task, author_id=str(request.user_id))
     thread_id = int(record.conversation.conversation_id)
-    return SpawnResult(session_key, thread_id, f"Started **{persona}** in <#{thread_id}>.")
+    return SpawnResult(session_key, thread_id, f"Started **{persona.name}** in <#{thread_id}>.")
+
+
+def _persona(config: Config, agent: str | None) -> Persona:
+    """The persona of the requested agent profile; refuses unknown and handoff-only agents."""
+    if not config.agents:
+        return Persona(name=agent or "Subagent")
+    if agent is None:
+        startable = [a for a, p in config.agents.items() if p.user_startable]
+        if not startable:
+            raise SpawnRefused("no configured agent may be started directly; see [agents.<id>]")
+        agent = startable[0]
+    profile = config.agents.get(agent)
+    if profile is None:
+        raise SpawnRefused(
+            f"there is no agent {agent!r}; configured agents: {', '.join(config.agents)}"
+        )
+    if not profile.user_startable:
+        raise SpawnRefused(f"agent {agent!r} starts only through an accepted handoff, not directly")
+    return Persona(name=profile.display_name, avatar_url=profile.avatar_url or None)
 
 
 def _requester(account_id: str, channel: discord.abc.MessageableChannel) -> ConversationRef:

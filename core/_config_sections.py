@@ -7,22 +7,29 @@ the seed's flag tables, in :mod:`core._config_flags`, keep camelCase.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, StringConstraints, field_validator
 
 from core._config_flags import TomlTable, invalid_value
+from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from core.config import Config
 
 __all__ = [
+    "KNOWN_TOOLS",
     "STORE_SCHEMES",
     "AgentConfig",
+    "AgentProfile",
     "BindingsConfig",
     "DiscordEndpointsConfig",
     "LoggingConfig",
     "ProviderName",
     "Seconds",
     "StoreConfig",
+    "check_agent_references",
 ]
 
 STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
@@ -116,3 +123,64 @@ class DiscordEndpointsConfig(TomlTable):
                 f"got scheme {scheme!r}" if scheme else "no scheme",
             )
         return value.rstrip("/")
+
+
+KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact")
+"""Tool names an agent profile may list."""
+
+
+class AgentProfile(TomlTable):
+    """``[agents.<id>]``: one agent a session can run, and how it appears in Discord.
+
+    ``display_name`` and ``avatar_url`` are the webhook persona. ``provider``
+    names a ``[providers.<name>]`` table (default: the first one); references
+    to providers and other agents are checked when the file is loaded.
+    """
+
+    display_name: str = Field(min_length=1, max_length=80)
+    avatar_url: str = ""
+    provider: str = ""
+    model: str = ""
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    user_startable: bool = True
+    artifact_types: list[str] = Field(default_factory=list)
+    handoff_to: list[str] = Field(default_factory=list)
+
+    @field_validator("avatar_url")
+    @classmethod
+    def _http_avatar(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in ("http", "https"):
+            raise invalid_value('an http(s):// image URL, or ""', "not an http(s) URL")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in KNOWN_TOOLS]
+        if unknown:
+            raise invalid_value(
+                f"tool names from {', '.join(KNOWN_TOOLS)}", f"unknown: {', '.join(unknown)}"
+            )
+        return value
+
+
+def check_agent_references(config: Config, source: str) -> None:
+    """Agent profiles may only name providers and agents that exist in the same file."""
+    for agent_id, profile in config.agents.items():
+        if profile.provider and profile.provider not in config.providers:
+            known = ", ".join(config.providers) or "none configured"
+            raise ConfigError(
+                source,
+                f"agents.{agent_id}.provider",
+                f"the name of a [providers.<name>] table ({known})",
+                f"got {profile.provider!r}",
+            )
+        for target in profile.handoff_to:
+            if target not in config.agents:
+                raise ConfigError(
+                    source,
+                    f"agents.{agent_id}.handoff_to",
+                    f"ids of [agents.<id>] tables ({', '.join(config.agents)})",
+                    f"got {target!r}",
+                )

@@ -50,11 +50,13 @@ from core._config_flags import (
 from core._config_sections import (
     STORE_SCHEMES,
     AgentConfig,
+    AgentProfile,
     BindingsConfig,
     DiscordEndpointsConfig,
     LoggingConfig,
     ProviderName,
     StoreConfig,
+    check_agent_references,
 )
 from core.errors import ConfigError
 from core.providers.config import ProviderConfig
@@ -67,6 +69,7 @@ __all__ = [
     "STORE_SCHEMES",
     "AccountConfig",
     "AgentConfig",
+    "AgentProfile",
     "BindingsConfig",
     "ChannelsConfig",
     "Config",
@@ -107,6 +110,7 @@ class Config(TomlTable):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     discord: DiscordEndpointsConfig = Field(default_factory=DiscordEndpointsConfig)
     providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)
+    agents: dict[ProviderName, AgentProfile] = Field(default_factory=dict)
 
     _config_path: Path | None = PrivateAttr(default=None)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -338,6 +342,7 @@ def _build(
     except ValidationError as exc:
         # from None: pydantic's own message would echo the offending input value.
         raise _config_error_from_validation(exc, source) from None
+    check_agent_references(config, source)
     config._config_path = config_path
     config._base_dir = config_path.parent if config_path is not None else Path.cwd()
     for account_id in config.account_ids():

@@ -410,7 +410,7 @@ class TestFileErrors:
         """A misspelled top-level table lists the top-level tables."""
         error = error_for(tmp_path, "[sesion.threadBindings]\nenabled = true\n")
         assert error.key_path == "sesion"
-        tables = "session, channels, store, bindings, logging, agent, discord, providers"
+        tables = "session, channels, store, bindings, logging, agent, discord, providers, agents"
         assert error.expected == f"one of the keys {tables}"
 
     def test_snake_case_flag_key_rejected(self, tmp_path: Path):
@@ -717,3 +717,45 @@ class TestDiscordEndpoints:
         with pytest.raises(ConfigError) as err:
             parse_config({"discord": {"gateway_url": "ftp://x"}}, env={})
         assert err.value.key_path == "discord.gateway_url"
+
+
+class TestAgentProfiles:
+    PROVIDERS = {"local": {"base_url": "http://127.0.0.1:11434/v1", "model": "m"}}
+
+    def test_profiles_are_read(self) -> None:
+        """[agents.<id>] tables carry the persona, model, tools and handoff targets."""
+        config = parse_config(
+            {
+                "providers": self.PROVIDERS,
+                "agents": {
+                    "scout": {
+                        "display_name": "Scout",
+                        "avatar_url": "https://example.org/scout.png",
+                        "provider": "local",
+                        "tools": ["sleep", "emit_artifact"],
+                        "artifact_types": ["note"],
+                        "handoff_to": ["writer"],
+                    },
+                    "writer": {"display_name": "Writer", "user_startable": False},
+                },
+            },
+            env={},
+        )
+        assert config.agents["scout"].handoff_to == ["writer"]
+        assert config.agents["writer"].user_startable is False
+
+    @pytest.mark.parametrize(
+        ("profile", "key_path", "message"),
+        [
+            ({"display_name": "A", "provider": "nope"}, "agents.a.provider", "got 'nope'"),
+            ({"display_name": "A", "handoff_to": ["ghost"]}, "agents.a.handoff_to", "'ghost'"),
+            ({"display_name": "A", "tools": ["rm_rf"]}, "agents.a.tools", "unknown: rm_rf"),
+            ({"display_name": "A", "avatar_url": "file:///x"}, "agents.a.avatar_url", "http"),
+        ],
+    )
+    def test_bad_profiles_name_the_key(self, profile: dict, key_path: str, message: str) -> None:
+        """A profile naming a missing provider or agent, or an unknown tool, is refused clearly."""
+        with pytest.raises(ConfigError) as err:
+            parse_config({"providers": self.PROVIDERS, "agents": {"a": profile}}, env={})
+        assert err.value.key_path == key_path
+        assert message in str(err.value)

@@ -51,6 +51,7 @@ async def start_bot(
         *,
         spawn_threads: bool = True,
         db_name: str = "bot.db",
+        agents: dict[str, Any] | None = None,
         extra_commands: Callable[[AccountRuntime], list[Any]] | None = None,
     ) -> Bot:
         config = parse_config(
@@ -60,6 +61,7 @@ async def start_bot(
                     "discord": {"threadBindings": {"spawnSubagentSessions": spawn_threads}}
                 },
                 "discord": {"command_guild_ids": [world.guild.id]},
+                "agents": agents or {},
             },
             config_path=tmp_path / "config.toml",
             env={},

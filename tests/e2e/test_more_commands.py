@@ -159,3 +159,33 @@ async def test_agents_list_shows_threads_and_unbound_runs(start_bot: StartBot) -
     async with asyncio.timeout(TIMEOUT):
         reply = await handle.wait_response()
     assert f"unbound run `{key}` (idle)" in reply.body["data"]["content"]
+
+
+PROFILES = {
+    "scout": {"display_name": "Scout", "avatar_url": "https://example.org/scout.png"},
+    "writer": {"display_name": "Writer", "user_startable": False},
+}
+
+
+async def test_spawn_uses_the_agent_profile_persona(start_bot: StartBot) -> None:
+    """/agents spawn agent:scout speaks with the profile's display name and avatar."""
+    bot = await start_bot([Step(text="on it")], agents=PROFILES)
+    await spawn(bot, "look around", agent="scout", mode="session")
+    record = bot.binding()
+    await settle(bot, record.target_session_key)
+    (message,) = [
+        m
+        for m in bot.fake.messages_in(int(record.conversation.conversation_id))
+        if m.webhook_id is not None
+    ]
+    assert (message.username, message.avatar_url) == ("Scout", "https://example.org/scout.png")
+
+
+async def test_spawn_refuses_unknown_and_handoff_only_agents(start_bot: StartBot) -> None:
+    """An unknown agent, or one that only starts through a handoff, is refused with the reason."""
+    bot = await start_bot([], agents=PROFILES)
+    (unknown,) = await spawn(bot, "x", agent="ghost")
+    assert "there is no agent 'ghost'; configured agents: scout, writer" in unknown.body["content"]
+    (handoff_only,) = await spawn(bot, "x", agent="writer")
+    assert "starts only through an accepted handoff" in handoff_only.body["content"]
+    assert list(bot.services.bindings.live()) == []
