@@ -8,11 +8,13 @@ user as it is. Messages never contain secrets.
 from __future__ import annotations
 
 __all__ = [
+    "ArtifactError",
     "BindingError",
     "ConfigError",
     "ConversationAlreadyBound",
     "DeliveryError",
     "FeatureDisabled",
+    "HandoffError",
     "ProviderError",
     "ProviderHTTPError",
     "ProviderProtocolError",
@@ -244,3 +246,55 @@ class ProviderProtocolError(ProviderError):
             f"{_provider_label(provider)} sent an answer threadbound cannot read: {detail}; "
             "check that base_url points at an OpenAI-compatible endpoint (usually ending in /v1)."
         )
+
+
+class HandoffError(ThreadboundError):
+    """A handoff cannot make the transition asked for, or does not exist.
+
+    Legal transitions are offered -> accepted | rejected and accepted -> completed.
+
+    Args:
+        handoff_id: the handoff concerned.
+        from_status: its current status, ``None`` when no such handoff exists.
+        to_status: the status that was asked for.
+        allowed: the statuses it may move to from ``from_status``.
+    """
+
+    def __init__(
+        self,
+        handoff_id: str,
+        *,
+        from_status: str | None,
+        to_status: str,
+        allowed: tuple[str, ...] = (),
+    ) -> None:
+        self.handoff_id = handoff_id
+        self.from_status = from_status
+        self.to_status = to_status
+        self.allowed = allowed
+        if from_status is None:
+            message = (
+                f"handoff {handoff_id!r} does not exist in this session, so it cannot become "
+                f"{to_status}; list the session's handoffs to find the right id."
+            )
+        else:
+            options = " or ".join(allowed) if allowed else "nothing (it is final)"
+            message = (
+                f"handoff {handoff_id!r} is {from_status} and cannot become {to_status}; "
+                f"from {from_status} it can only become {options}."
+            )
+        super().__init__(message)
+
+
+class ArtifactError(ThreadboundError):
+    """An artifact was refused: unknown or disallowed type, bad data, or a bad origin.
+
+    Args:
+        artifact_type: the artifact type that was asked for.
+        reason: why it was refused, as a sentence fragment that says what to do.
+    """
+
+    def __init__(self, artifact_type: str, reason: str) -> None:
+        self.artifact_type = artifact_type
+        self.reason = reason
+        super().__init__(f"artifact type {artifact_type!r} refused: {reason}")

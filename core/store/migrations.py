@@ -23,6 +23,7 @@ from core.errors import SchemaVersionError
 from core.store.tables import (
     BindingRow,
     ConfigOverrideRow,
+    HandoffRow,
     SchemaVersionRow,
     SessionBranchRow,
     SessionEventRow,
@@ -52,10 +53,15 @@ def _v3_config_overrides(conn: Connection) -> None:
     ConfigOverrideRow.__table__.create(conn)  # type: ignore[attr-defined]
 
 
+def _v4_handoffs(conn: Connection) -> None:
+    HandoffRow.__table__.create(conn)  # type: ignore[attr-defined]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
     Migration(3, "runtime config overrides per scope", _v3_config_overrides),
+    Migration(4, "handoffs between agents, current state", _v4_handoffs),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

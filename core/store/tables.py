@@ -19,6 +19,7 @@ from core.store.types import Snowflake, UTCDateTime
 __all__ = [
     "BindingRow",
     "ConfigOverrideRow",
+    "HandoffRow",
     "SchemaVersionRow",
     "SessionBranchRow",
     "SessionEventRow",
@@ -151,4 +152,25 @@ class ConfigOverrideRow(SQLModel, table=True):
     path: str = Field(sa_column=Column(String(200), primary_key=True))
     value: Any = Field(sa_column=Column(JSON, nullable=False))
     updated_by: str = Field(sa_column=Column(String(64), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class HandoffRow(SQLModel, table=True):
+    """The current state of one handoff between two agents of a session.
+
+    Only the current state: the ``handoff.<status>`` session events are the
+    history and the source of truth, and these rows can be rebuilt from them
+    (:meth:`core.handoffs.HandoffService.rebuild_from_events`).
+    """
+
+    __tablename__ = "handoffs"
+    __table_args__ = (Index("ix_handoffs_session_key", "session_key"),)
+
+    id: str = Field(sa_column=Column(String(32), primary_key=True))
+    session_key: str = Field(sa_column=Column(String(300), nullable=False))
+    from_agent: str = Field(sa_column=Column(String(100), nullable=False))
+    to_agent: str = Field(sa_column=Column(String(100), nullable=False))
+    artifact_id: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
