@@ -8,6 +8,10 @@ working on the same state.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
 import discord
 
 from adapters.discord.delivery import Persona, ThreadDelivery
@@ -48,6 +52,7 @@ class AccountRuntime:
         self.webhooks = WebhookPool(self.manager)
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self._presenters: dict[str, tuple[Agent, ThreadPresenter]] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self._min_edit_interval = min_edit_interval
 
     def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
@@ -68,6 +73,16 @@ class AccountRuntime:
         self._presenters[record.binding_id] = (agent, presenter)
         return presenter
 
+    def run_in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task this account owns until it finishes.
+
+        asyncio holds only weak references to tasks; a task kept by nothing
+        else can be collected before it runs to the end.
+        """
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def presenter(self, binding_id: str) -> ThreadPresenter | None:
         entry = self._presenters.get(binding_id)
         return entry[1] if entry else None
@@ -76,3 +91,4 @@ class AccountRuntime:
         """Wait for everything queued for Discord to be sent (tests, shutdown)."""
         for _, presenter in list(self._presenters.values()):
             await presenter.drain()
+        await asyncio.gather(*self._background, return_exceptions=True)

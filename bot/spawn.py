@@ -9,7 +9,6 @@ for a session (which lives in a thread) is refused with the flag's name.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -129,13 +128,10 @@ async def _legacy(account: AccountRuntime, request: SpawnRequest, session_key: s
     """No thread: run the task and post the answer in the channel it was asked from."""
     agent = await account.services.runtime.get(session_key)
     channel = request.channel
-    posted: set[asyncio.Task[None]] = set()
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, TurnEnded):
-            task = asyncio.ensure_future(_post_answer(agent.tree, channel))
-            posted.add(task)
-            task.add_done_callback(posted.discard)
+            account.run_in_background(_post_answer(agent.tree, channel))
             unsubscribe()
 
     unsubscribe = agent.subscribe(on_event)

@@ -64,7 +64,6 @@ class ThreadDelivery:
         bindings: SessionBindingService,
     ) -> None:
         self.manager = manager
-        self._manager = manager
         self._webhooks = webhooks
         self._bindings = bindings
 
@@ -100,7 +99,7 @@ class ThreadDelivery:
                     thread=self._thread(record),
                 )
             else:
-                thread = await self._manager.fetch_channel(thread_id)
+                thread = await self.manager.fetch_channel(thread_id)
                 await thread.get_partial_message(int(sent.message_id)).edit(
                     content=content, allowed_mentions=_NO_MENTIONS
                 )
@@ -134,7 +133,7 @@ class ThreadDelivery:
         self, record: SessionBindingRecord, content: str, thread_id: int
     ) -> SentMessage:
         try:
-            thread = await self._manager.fetch_channel(thread_id)
+            thread = await self.manager.fetch_channel(thread_id)
             message = await thread.send(content, allowed_mentions=_NO_MENTIONS)
         except discord.HTTPException as exc:
             await self._end_if_fatal(record, exc)
