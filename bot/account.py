@@ -14,7 +14,8 @@ from typing import Any
 
 import discord
 
-from adapters.discord.delivery import Persona, ThreadDelivery
+from adapters.discord.completions import DiscordCompletionSink
+from adapters.discord.delivery import DEFAULT_PERSONA, ThreadDelivery, persona_of
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
 from adapters.discord.webhooks import WebhookPool
@@ -23,14 +24,6 @@ from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 
 __all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
-
-DEFAULT_PERSONA = Persona(name="Subagent")
-
-
-def persona_of(record: SessionBindingRecord) -> Persona:
-    """The persona a binding was made with (name and avatar in its metadata)."""
-    data = record.metadata.get("persona") or {}
-    return Persona(name=data.get("name") or DEFAULT_PERSONA.name, avatar_url=data.get("avatar_url"))
 
 
 class AccountRuntime:
@@ -54,6 +47,26 @@ class AccountRuntime:
         self._presenters: dict[str, tuple[Agent, ThreadPresenter]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._min_edit_interval = min_edit_interval
+        services.sinks.register(
+            DiscordCompletionSink(self.delivery, before_post=self._settle_presenter)
+        )
+        services.subagents.on_started(self._subagent_started)
+
+    def _subagent_started(
+        self, _record: object, binding: SessionBindingRecord | None, agent: Agent
+    ) -> None:
+        """A subagent of this account runs (spawned, or resumed after a restart): show it."""
+        if binding is None:
+            return
+        conversation = binding.conversation
+        if conversation.channel == "discord" and conversation.account_id == self.account_id:
+            self.present(binding, agent)
+
+    async def _settle_presenter(self, binding: SessionBindingRecord) -> None:
+        """Everything the thread's presenter queued lands before an announcement."""
+        presenter = self.presenter(binding.binding_id)
+        if presenter is not None:
+            await presenter.drain()
 
     def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
         """Show ``agent`` in ``record``'s thread (once per agent instance)."""

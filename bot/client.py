@@ -72,6 +72,8 @@ class ThreadboundClient(discord.Client):
             await self.tree.sync()
 
     async def on_ready(self) -> None:
+        # Undelivered completions and unfinished tasks of a previous run (once per process).
+        await self.services.subagents.start()
         _log.info(
             "bot.ready",
             account=self.account_id,

@@ -1,10 +1,12 @@
-"""``/agents spawn`` as a use case: flags first, then a thread and a binding, or the legacy path.
+"""``/agents spawn`` from Discord: flags first, then the spawn use case or the legacy path.
 
 With ``spawnSubagentSessions`` on (resolved for this guild and account, admin
-overrides included) a spawn opens a new thread in the requester's parent
-channel, binds it, and starts the subagent there. Off, the legacy behaviour
-is untouched: no thread, the result is posted where it was asked for; asking
-for a session (which lives in a thread) is refused with the flag's name.
+overrides included) the request goes to :class:`core.subagents.SubagentService`
+with a thread: it opens a thread in the requester's parent channel, binds it,
+starts the subagent there and later announces its completion once. Off, the
+legacy behaviour is untouched: no thread, the answer is posted where it was
+asked for; asking for a session (which lives in a thread) is refused with the
+flag's name.
 """
 
 from __future__ import annotations
@@ -15,22 +17,19 @@ from typing import Literal
 
 import discord
 
-from adapters.discord.delivery import Persona
 from adapters.discord.ids import conversation_for
 from adapters.discord.text import split_message
 from bot.account import AccountRuntime
 from core.agent.events import AgentEvent, TurnEnded
 from core.bindings.records import ConversationRef
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, Config
-from core.errors import FeatureDisabled, ThreadboundError
+from core.errors import FeatureDisabled
 from core.logging import get_logger
 from core.sessions.tree import SessionTree
+from core.subagents import service as core_spawn
+from core.subagents.service import SpawnRefused
 
 __all__ = ["SpawnRefused", "SpawnRequest", "SpawnResult", "spawn"]
-
-
-class SpawnRefused(ThreadboundError):
-    """The spawn cannot start this agent; the message says why and what exists."""
 
 
 _log = get_logger("bot.spawn")
@@ -62,52 +61,38 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
         str(request.guild_id),
         account_id=account.account_id if account.account_id in known else None,
     )
-    session_key = f"subagent:{uuid.uuid4().hex[:12]}"
-    persona = _persona(services.config, request.agent)
     if not (settings.enabled and settings.spawn_subagent_sessions):
         if request.mode == "session":
             raise FeatureDisabled(
                 FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread"
             )
-        return await _legacy(account, request, session_key)
+        _check_agent(services.config, request.agent)
+        return await _legacy(account, request, f"subagent:{uuid.uuid4().hex[:12]}")
 
-    requester = _requester(account.account_id, request.channel)
-    parent = requester.parent_conversation_id or requester.conversation_id
-    record = await services.bindings.bind(
-        session_key,
-        "subagent",
-        ConversationRef(
-            channel="discord",
-            account_id=account.account_id,
-            conversation_id="",
-            parent_conversation_id=parent,
-        ),
-        metadata={
-            "persona": {"name": persona.name, "avatar_url": persona.avatar_url},
-            "agent": request.agent,
-            "guild_id": str(request.guild_id),
-            "spawn_mode": request.mode,
-            "requester_conversation_id": requester.conversation_id,
-            "thread_name": f"{persona.name}: {request.task}"[:100],
-        },
-        bound_by=str(request.user_id),
+    spawned = await services.subagents.spawn(
+        core_spawn.SpawnRequest(
+            task=request.task,
+            agent=request.agent,
+            mode=request.mode,
+            thread=True,
+            requester=_requester(account.account_id, request.channel),
+            requested_by=str(request.user_id),
+            scope=str(request.guild_id),
+        )
     )
-    agent = await services.runtime.get(session_key)
-    account.present(record, agent)
-    await agent.send(request.task, author_id=str(request.user_id))
-    thread_id = int(record.conversation.conversation_id)
-    return SpawnResult(session_key, thread_id, f"Started **{persona.name}** in <#{thread_id}>.")
+    assert spawned.binding is not None  # thread=True binds or raises
+    thread_id = int(spawned.binding.conversation.conversation_id)
+    return SpawnResult(
+        spawned.record.session_key,
+        thread_id,
+        f"Started **{spawned.display_name}** in <#{thread_id}>.",
+    )
 
 
-def _persona(config: Config, agent: str | None) -> Persona:
-    """The persona of the requested agent profile; refuses unknown and handoff-only agents."""
-    if not config.agents:
-        return Persona(name=agent or "Subagent")
-    if agent is None:
-        startable = [a for a, p in config.agents.items() if p.user_startable]
-        if not startable:
-            raise SpawnRefused("no configured agent may be started directly; see [agents.<id>]")
-        agent = startable[0]
+def _check_agent(config: Config, agent: str | None) -> None:
+    """The legacy path refuses the same agents the spawn use case does."""
+    if not config.agents or agent is None:
+        return
     profile = config.agents.get(agent)
     if profile is None:
         raise SpawnRefused(
@@ -115,7 +100,6 @@ def _persona(config: Config, agent: str | None) -> Persona:
         )
     if not profile.user_startable:
         raise SpawnRefused(f"agent {agent!r} starts only through an accepted handoff, not directly")
-    return Persona(name=profile.display_name, avatar_url=profile.avatar_url or None)
 
 
 def _requester(account_id: str, channel: discord.abc.MessageableChannel) -> ConversationRef:

@@ -11,24 +11,32 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from core.agent import Agent, AgentSettings, ToolRegistry
+from core.agent import ToolRegistry
 from core.agent.builtin_tools import http_get_tool, sleep_tool
+from core.agent.factory import ProfileAgentFactory
+from core.artifacts import builtin as _builtin_artifacts
+from core.artifacts.service import ArtifactService, artifact_tool_handler
 from core.bindings.adapter import AdapterRegistry
 from core.bindings.records import ConversationRef
 from core.bindings.service import LifecycleDefaults, SessionBindingService
 from core.clock import Clock, SystemClock
-from core.config import Config, resolve_thread_bindings
+from core.config import AgentProfile, Config, resolve_thread_bindings
 from core.errors import ProviderError
+from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
 from core.overrides import RuntimeOverrides
 from core.providers.config import build_provider
 from core.providers.types import ChatMessage, Provider, ProviderEvent, ToolSpec
 from core.routing import BoundDeliveryRouter
-from core.runtime import AgentFactory, SessionRuntime
+from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
-from core.sessions.tree import SessionTree
 from core.store import Database, open_database
+from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, SubagentService
+from core.subagents.tool import spawn_tool_handler
+
+del _builtin_artifacts  # imported for its registrations (brief, note)
 
 __all__ = ["NoProvider", "Services", "build_services", "lifecycle_defaults_for"]
 
@@ -44,11 +52,20 @@ class Services:
     runtime: SessionRuntime
     overrides: RuntimeOverrides
     inbound: InboundRouter
+    subagents: SubagentService
+    artifacts: ArtifactService
+    handoffs: HandoffService
     providers: dict[str, Provider] = field(default_factory=dict)
+
+    @property
+    def sinks(self) -> SinkRegistry:
+        """Where completion announcements are posted, one sink per (channel, account)."""
+        return self.subagents.delivery.sinks
 
     async def close(self) -> None:
         """Stop turns (keeping queues), land session writes, flush touches, close the store."""
         try:
+            await self.subagents.close()
             await self.runtime.close()
             await self.sessions.close()
             for provider in self.providers.values():
@@ -91,14 +108,21 @@ def lifecycle_defaults_for(config: Config) -> LifecycleDefaults:
     return defaults
 
 
-def agent_factory(config: Config, provider: Provider, tools: ToolRegistry) -> AgentFactory:
-    """Every session's agent: the configured provider, the [agent] settings, the tools."""
-    settings = AgentSettings.from_config(config.agent)
+def threads_allowed_for(
+    config: Config, overrides: RuntimeOverrides
+) -> Callable[[SpawnRequest], bool]:
+    """Whether a spawn may open a thread: binding and spawning enabled for its scope and account."""
+    known = set(config.account_ids())
 
-    def build(tree: SessionTree, log: SessionLog, on_crash: Callable) -> Agent:
-        return Agent(tree, log, provider, tools, settings, on_crash=on_crash)
+    def allowed(request: SpawnRequest) -> bool:
+        requester = request.requester
+        account = requester.account_id if requester is not None else None
+        settings = overrides.thread_bindings(
+            request.scope, account_id=account if account in known else None
+        )
+        return settings.enabled and settings.spawn_subagent_sessions
 
-    return build
+    return allowed
 
 
 def default_tools(config: Config, clock: Clock) -> ToolRegistry:
@@ -122,7 +146,7 @@ async def build_services(
     providers = {
         name: build_provider(cfg, env, name=name) for name, cfg in config.providers.items()
     }
-    chosen = provider or next(iter(providers.values()), None) or NoProvider()
+    default = next(iter(providers.values()), None) or NoProvider()
     database = await open_database(config.store_url(), busy_timeout_ms=config.store.busy_timeout_ms)
     try:
         adapters = AdapterRegistry()
@@ -136,12 +160,33 @@ async def build_services(
         overrides = RuntimeOverrides(database, config, clock=clock)
         await overrides.start()
         sessions = SessionLog(database, clock=clock)
-        runtime = SessionRuntime(
-            sessions,
-            agent_factory(config, chosen, default_tools(config, clock)),
-            clock=clock,
-            idle_evict_seconds=config.agent.idle_evict_seconds,
+        factory = ProfileAgentFactory(
+            config, providers, default, default_tools(config, clock), provider_override=provider
         )
+        runtime = SessionRuntime(
+            sessions, factory, clock=clock, idle_evict_seconds=config.agent.idle_evict_seconds
+        )
+        router = BoundDeliveryRouter(bindings, clock=clock)
+        subagents = SubagentService(
+            database,
+            sessions,
+            runtime,
+            bindings,
+            CompletionDelivery(
+                database,
+                router,
+                SinkRegistry(),
+                name_of=lambda r: _name(config, r.agent),
+                clock=clock,
+            ),
+            profiles=config.agents,
+            threads_allowed=threads_allowed_for(config, overrides),
+            clock=clock,
+            timeout_seconds=config.agent.subagent_timeout_seconds or None,
+        )
+        artifacts = ArtifactService(sessions)
+        factory.attach_spawn(spawn_tool_handler(subagents, bindings))
+        factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
         await database.close()
         raise
@@ -150,10 +195,37 @@ async def build_services(
         database=database,
         adapters=adapters,
         bindings=bindings,
-        router=BoundDeliveryRouter(bindings, clock=clock),
+        router=router,
         sessions=sessions,
         runtime=runtime,
         overrides=overrides,
         inbound=InboundRouter(bindings, runtime),
+        subagents=subagents,
+        artifacts=artifacts,
+        handoffs=HandoffService(database, sessions, clock=clock),
         providers=providers,
     )
+
+
+def _name(config: Config, agent: str | None) -> str:
+    profile = config.agents.get(agent or "")
+    return profile.display_name if profile else (agent or "Subagent")
+
+
+def _artifact_handler(
+    artifacts: ArtifactService, runtime: SessionRuntime
+) -> Callable[[AgentProfile], Any]:
+    """The emit_artifact handler per profile: the types it allows, the caller's live tree."""
+
+    def tree_of(context: Any) -> Any:
+        agent = runtime.peek(context.session_key)
+        if agent is None:  # a tool runs inside a turn: its agent is resident
+            raise ProviderError(f"session {context.session_key!r} is not running")
+        return agent.tree
+
+    def handler_for(profile: AgentProfile) -> Any:
+        return artifact_tool_handler(
+            artifacts, get_tree=tree_of, allowed_types=profile.artifact_types
+        )
+
+    return handler_for

@@ -93,6 +93,8 @@ class AgentConfig(TomlTable):
     max_cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Per-session cost budget; 0 means no limit."""
     idle_evict_seconds: Seconds = 900.0
+    subagent_timeout_seconds: float = Field(default=1800.0, ge=0, allow_inf_nan=False)
+    """A subagent's task is announced as timed out after this long; 0 means never."""
     http_get_allowed_hosts: list[str] = Field(default_factory=list)
     """Hosts http_get may fetch from (``*.example.org``: subdomains); none by default."""
 

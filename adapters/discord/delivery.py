@@ -35,7 +35,15 @@ from core.bindings.service import SessionBindingService
 from core.errors import DeliveryError
 from core.logging import get_logger
 
-__all__ = ["BotSink", "Persona", "SentMessage", "ThreadDelivery", "ThreadSink"]
+__all__ = [
+    "DEFAULT_PERSONA",
+    "BotSink",
+    "Persona",
+    "SentMessage",
+    "ThreadDelivery",
+    "ThreadSink",
+    "persona_of",
+]
 
 _log = get_logger("adapters.discord")
 _NO_MENTIONS = discord.AllowedMentions.none()
@@ -46,6 +54,15 @@ UNKNOWN_CHANNEL, UNKNOWN_WEBHOOK, THREAD_LOCKED = 10003, 10015, 50083
 class Persona:
     name: str
     avatar_url: str | None = None
+
+
+DEFAULT_PERSONA = Persona(name="Subagent")
+
+
+def persona_of(record: SessionBindingRecord) -> Persona:
+    """The persona a binding was made with (name and avatar in its metadata)."""
+    data = record.metadata.get("persona") or {}
+    return Persona(name=data.get("name") or DEFAULT_PERSONA.name, avatar_url=data.get("avatar_url"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,9 @@ class ToolRegistry:
             raise ThreadboundError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         self._specs = None
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
 
     def names(self) -> list[str]:
         return list(self._tools)

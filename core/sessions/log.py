@@ -131,6 +131,21 @@ class SessionLog:
             return []
         return await self._append(tree, lambda: items)
 
+    async def discard(self, session_key: str) -> None:
+        """Remove a session that never started: the one exception to "nothing is deleted".
+
+        A spawn writes the child's first event before it binds a thread; when
+        the bind fails, that provisional session must not linger as a
+        half-made subagent.
+        """
+        async with self._lock(session_key):
+            try:
+                await self._db.run(repository.discard_session, session_key)
+            except SQLAlchemyError as exc:
+                raise StoreError(
+                    f"could not discard session {session_key!r}: {type(exc).__name__}"
+                ) from exc
+
     async def continue_from(self, tree: SessionTree, ref: str) -> str | None:
         """Move the head so the next events continue from ``ref`` (node id or bookmark).
 

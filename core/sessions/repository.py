@@ -30,6 +30,7 @@ from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
 
 __all__ = [
     "LoadedSession",
+    "discard_session",
     "has_events",
     "load_session",
     "replace_projection",
@@ -161,3 +162,9 @@ def load_session(conn: Connection, key: str) -> LoadedSession:
 
 def session_keys(conn: Connection) -> list[str]:
     return list(conn.execute(_SESSION_KEYS).scalars())
+
+
+def discard_session(conn: Connection, key: str) -> None:
+    """Remove a session's events and projections (only for a session that never started)."""
+    for table in (_E, _H, _B):
+        conn.execute(delete(table).where(table.c.session_key == key))

@@ -22,12 +22,14 @@ from core.clock import utcnow
 from core.errors import SchemaVersionError
 from core.store.tables import (
     BindingRow,
+    CompletionDeliveryRow,
     ConfigOverrideRow,
     HandoffRow,
     SchemaVersionRow,
     SessionBranchRow,
     SessionEventRow,
     SessionHeadRow,
+    SubagentRow,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "current_version", "migrate"]
@@ -57,11 +59,17 @@ def _v4_handoffs(conn: Connection) -> None:
     HandoffRow.__table__.create(conn)  # type: ignore[attr-defined]
 
 
+def _v5_subagents(conn: Connection) -> None:
+    for table in (SubagentRow, CompletionDeliveryRow):
+        table.__table__.create(conn)  # type: ignore[attr-defined]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
     Migration(3, "runtime config overrides per scope", _v3_config_overrides),
     Migration(4, "handoffs between agents, current state", _v4_handoffs),
+    Migration(5, "subagents and the completion delivery outbox", _v5_subagents),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -11,19 +11,33 @@ the database holds.
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, MetaData, String, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 from core.store.types import Snowflake, UTCDateTime
 
 __all__ = [
     "BindingRow",
+    "CompletionDeliveryRow",
     "ConfigOverrideRow",
     "HandoffRow",
     "SchemaVersionRow",
     "SessionBranchRow",
     "SessionEventRow",
     "SessionHeadRow",
+    "SubagentRow",
     "metadata",
 ]
 
@@ -174,3 +188,60 @@ class HandoffRow(SQLModel, table=True):
     status: str = Field(sa_column=Column(String(16), nullable=False))
     created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class SubagentRow(SQLModel, table=True):
+    """One spawned subagent: who asked, where, which agent, and where it stands now.
+
+    The ``subagent.*`` session events are its history; this row is what
+    ``/agents list`` and the restart recovery read without replaying logs.
+    """
+
+    __tablename__ = "subagents"
+    __table_args__ = (Index("ix_subagents_state", "state"),)
+
+    session_key: str = Field(sa_column=Column(String(300), primary_key=True))
+    parent_session_key: str | None = Field(
+        default=None, sa_column=Column(String(300), nullable=True)
+    )
+    agent: str | None = Field(default=None, sa_column=Column(String(100), nullable=True))
+    mode: str = Field(sa_column=Column(String(16), nullable=False))
+    thread: bool = Field(sa_column=Column(Boolean, nullable=False))
+    requester: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    requested_by: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    scope: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    task: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(sa_column=Column(String(16), nullable=False))
+    binding_id: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    outcome_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    cost_usd: float = Field(default=0.0, sa_column=Column(Float, nullable=False))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class CompletionDeliveryRow(SQLModel, table=True):
+    """The outbox of completion announcements: one row per completion id, ever.
+
+    The primary key is the idempotency record: a retried, duplicated or
+    recovered completion cannot insert a second row, and only the caller that
+    moves a row from ``pending`` to ``sending`` posts it.
+    """
+
+    __tablename__ = "completion_deliveries"
+    __table_args__ = (Index("ix_completion_deliveries_status", "status"),)
+
+    completion_id: str = Field(sa_column=Column(String(100), primary_key=True))
+    session_key: str = Field(sa_column=Column(String(300), nullable=False))
+    outcome: str = Field(sa_column=Column(String(16), nullable=False))
+    result: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    attempts: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    mode: str | None = Field(default=None, sa_column=Column(String(16), nullable=True))
+    reason: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    destination: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    message_id: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    delivered_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )

@@ -53,6 +53,7 @@ async def start_bot(
         db_name: str = "bot.db",
         agents: dict[str, Any] | None = None,
         extra_commands: Callable[[AccountRuntime], list[Any]] | None = None,
+        subagent_timeout: float = 0,
     ) -> Bot:
         config = parse_config(
             {
@@ -62,6 +63,8 @@ async def start_bot(
                 },
                 "discord": {"command_guild_ids": [world.guild.id]},
                 "agents": agents or {},
+                # 0: no timeout sleeper on the fake clock unless a test asks for one
+                "agent": {"subagent_timeout_seconds": subagent_timeout},
             },
             config_path=tmp_path / "config.toml",
             env={},

@@ -80,14 +80,17 @@ class TestSpawn:
         """Two subagents under one channel share its webhook, each with its own persona."""
         bot = await start_bot(lambda _messages: Step(text="done"))
         for name in ("One", "Two"):
-            await spawn(bot, f"task for {name}", agent=name)
-        for record in bot.services.bindings.live():
+            await spawn(bot, f"task for {name}", agent=name, mode="session")
+        records = bot.services.bindings.live()
+        for record in records:
             await settle(bot, record.target_session_key)
         assert len(bot.fake.webhooks_in(bot.world.channel.id)) == 1
         names = sorted(
-            m.username
-            for r in bot.services.bindings.live()
-            for m in persona_messages(bot.fake, int(r.conversation.conversation_id))
+            {
+                m.username
+                for r in records
+                for m in persona_messages(bot.fake, int(r.conversation.conversation_id))
+            }
         )
         assert names == ["One", "Two"]
 

@@ -1,0 +1,56 @@
+"""Posting completion announcements in Discord: the :class:`CompletionSink` of one account.
+
+A bound announcement goes into the subagent's thread under its persona,
+after whatever the thread's presenter is still sending (``before_post``), so
+the header never overtakes the answer it announces. A fallback goes to the
+requester's channel as the bot itself. Mentions are always disabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import discord
+
+from adapters.discord.delivery import ThreadDelivery, persona_of
+from adapters.discord.ids import snowflake
+from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.errors import DeliveryError
+from core.subagents.delivery import Posted
+
+__all__ = ["DiscordCompletionSink"]
+
+_NO_MENTIONS = discord.AllowedMentions.none()
+
+BeforePost = Callable[[SessionBindingRecord], Awaitable[None]]
+
+
+class DiscordCompletionSink:
+    """Completion announcements for one bot account."""
+
+    channel = "discord"
+
+    def __init__(self, delivery: ThreadDelivery, *, before_post: BeforePost | None = None) -> None:
+        self._delivery = delivery
+        self._before_post = before_post
+
+    @property
+    def account_id(self) -> str:
+        return self._delivery.manager.account_id
+
+    async def post_bound(self, binding: SessionBindingRecord, content: str) -> Posted:
+        if self._before_post is not None:
+            await self._before_post(binding)
+        sent = await self._delivery.send(binding, persona_of(binding), content)
+        return Posted(sent.message_id, sent.path)
+
+    async def post_to(self, conversation: ConversationRef, content: str) -> Posted:
+        channel_id = snowflake(conversation.conversation_id)
+        try:
+            channel = await self._delivery.manager.fetch_channel(channel_id)
+            message = await channel.send(content, allowed_mentions=_NO_MENTIONS)
+        except discord.HTTPException as exc:
+            raise DeliveryError(
+                f"could not post in channel {channel_id}: {exc.status} {exc.text}"
+            ) from exc
+        return Posted(str(message.id), "bot")

@@ -1,0 +1,117 @@
+"""Building a session's agent from the profile that runs it.
+
+The session log says which agent runs it (:mod:`core.agent.assignment`);
+the profile (``[agents.<id>]``) gives that agent's provider, model, system
+prompt and tools. A session with no agent recorded, or a config with no
+profiles, gets the defaults: the first provider, no prompt, the base tools
+plus ``spawn_subagent``.
+
+Tools that act on the bot (spawning, artifacts) need services built after
+the runtime that owns this factory; they are attached afterwards with
+:meth:`ProfileAgentFactory.attach_spawn` and :meth:`attach_artifacts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from core.agent.agent import Agent, AgentSettings
+from core.agent.assignment import active_agent
+from core.agent.builtin_tools import (
+    ArtifactHandler,
+    SpawnHandler,
+    emit_artifact_tool,
+    spawn_subagent_tool,
+)
+from core.agent.tools import Tool, ToolRegistry
+from core.config import AgentProfile, Config
+from core.providers.types import Provider
+from core.sessions.log import SessionLog
+from core.sessions.tree import SessionTree
+
+__all__ = ["ArtifactHandlerFor", "ProfileAgentFactory"]
+
+ArtifactHandlerFor = Callable[[AgentProfile], ArtifactHandler]
+"""The ``emit_artifact`` handler for one profile (it knows the types that profile allows)."""
+
+
+class ProfileAgentFactory:
+    """An ``AgentFactory`` (see :mod:`core.runtime`) that honours agent profiles."""
+
+    def __init__(
+        self,
+        config: Config,
+        providers: Mapping[str, Provider],
+        default_provider: Provider,
+        base_tools: ToolRegistry,
+        *,
+        provider_override: Provider | None = None,
+    ) -> None:
+        self._config = config
+        self._providers = providers
+        self._default = default_provider
+        self._override = provider_override
+        self._base = base_tools
+        self._spawn: Tool | None = None
+        self._artifacts: ArtifactHandlerFor | None = None
+
+    def attach_spawn(self, handler: SpawnHandler) -> None:
+        self._spawn = spawn_subagent_tool(handler)
+
+    def attach_artifacts(self, handler_for: ArtifactHandlerFor) -> None:
+        self._artifacts = handler_for
+
+    def __call__(
+        self, tree: SessionTree, log: SessionLog, on_crash: Callable[[Agent, BaseException], None]
+    ) -> Agent:
+        agent_id = active_agent(tree)
+        profile = self._config.agents.get(agent_id) if agent_id else None
+        if profile is None:
+            settings = AgentSettings.from_config(self._config.agent, agent_name=agent_id)
+            return Agent(
+                tree,
+                log,
+                self._default_provider(),
+                self._default_tools(),
+                settings,
+                on_crash=on_crash,
+            )
+        settings = AgentSettings.from_config(
+            self._config.agent,
+            system_prompt=profile.system_prompt or None,
+            model=profile.model or None,
+            agent_name=agent_id,
+        )
+        return Agent(
+            tree,
+            log,
+            self._provider_for(profile),
+            self._tools_for(profile),
+            settings,
+            on_crash=on_crash,
+        )
+
+    def _default_provider(self) -> Provider:
+        return self._override or self._default
+
+    def _provider_for(self, profile: AgentProfile) -> Provider:
+        if self._override is not None:
+            return self._override
+        if profile.provider:
+            return self._providers[profile.provider]  # checked when the config loaded
+        return self._default
+
+    def _default_tools(self) -> ToolRegistry:
+        tools = list(self._base)
+        if self._spawn is not None:
+            tools.append(self._spawn)
+        return ToolRegistry(tools)
+
+    def _tools_for(self, profile: AgentProfile) -> ToolRegistry:
+        """Exactly the tools the profile lists (those whose feature is wired in)."""
+        available = {tool.name: tool for tool in self._base}
+        if self._spawn is not None:
+            available[self._spawn.name] = self._spawn
+        if self._artifacts is not None:
+            available["emit_artifact"] = emit_artifact_tool(self._artifacts(profile))
+        return ToolRegistry(available[name] for name in profile.tools if name in available)

@@ -1,0 +1,150 @@
+"""The ``subagents`` and ``completion_deliveries`` tables: units of work for ``Database.run``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from core.store.tables import CompletionDeliveryRow, SubagentRow
+from core.subagents.records import SubagentRecord
+
+__all__ = [
+    "PendingCompletion",
+    "claim",
+    "delete_subagent",
+    "get_subagent",
+    "insert_completion",
+    "list_subagents",
+    "mark_delivered",
+    "pending_completions",
+    "release",
+    "upsert_subagent",
+]
+
+_S = SubagentRow.__table__  # type: ignore[attr-defined]
+_D = CompletionDeliveryRow.__table__  # type: ignore[attr-defined]
+
+PendingCompletion = dict[str, Any]
+
+
+def upsert_subagent(conn: Connection, record: SubagentRecord) -> None:
+    values = record.model_dump(mode="python")
+    values["requester"] = record.requester.model_dump() if record.requester else None
+    conn.execute(delete(_S).where(_S.c.session_key == record.session_key))
+    conn.execute(_S.insert().values(**values))
+
+
+def delete_subagent(conn: Connection, session_key: str) -> None:
+    conn.execute(delete(_S).where(_S.c.session_key == session_key))
+
+
+def _record(row: Any) -> SubagentRecord:
+    return SubagentRecord.model_validate(dict(row._mapping))
+
+
+def get_subagent(conn: Connection, session_key: str) -> SubagentRecord | None:
+    row = conn.execute(select(_S).where(_S.c.session_key == session_key)).first()
+    return _record(row) if row is not None else None
+
+
+def list_subagents(conn: Connection, states: tuple[str, ...] = ()) -> list[SubagentRecord]:
+    query = select(_S).order_by(_S.c.created_at, _S.c.session_key)
+    if states:
+        query = query.where(_S.c.state.in_(states))
+    return [_record(row) for row in conn.execute(query)]
+
+
+def insert_completion(
+    conn: Connection,
+    *,
+    completion_id: str,
+    session_key: str,
+    outcome: str,
+    result: str,
+    at: datetime,
+) -> bool:
+    """Record a completion to deliver; False when this completion id was recorded before."""
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                _D.insert().values(
+                    completion_id=completion_id,
+                    session_key=session_key,
+                    outcome=outcome,
+                    result=result,
+                    status="pending",
+                    attempts=0,
+                    created_at=at,
+                )
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def claim(conn: Connection, completion_id: str) -> PendingCompletion | None:
+    """Move a pending completion to ``sending``; only the caller that wins gets its row."""
+    moved = conn.execute(
+        update(_D)
+        .where(_D.c.completion_id == completion_id, _D.c.status == "pending")
+        .values(status="sending", attempts=_D.c.attempts + 1)
+    )
+    if moved.rowcount != 1:
+        return None
+    row = conn.execute(select(_D).where(_D.c.completion_id == completion_id)).one()
+    return dict(row._mapping)
+
+
+def mark_delivered(
+    conn: Connection,
+    completion_id: str,
+    *,
+    mode: str,
+    reason: str,
+    destination: str,
+    message_id: str | None,
+    at: datetime,
+) -> None:
+    conn.execute(
+        update(_D)
+        .where(_D.c.completion_id == completion_id)
+        .values(
+            status="delivered",
+            mode=mode,
+            reason=reason,
+            destination=destination,
+            message_id=message_id,
+            delivered_at=at,
+        )
+    )
+
+
+def release(conn: Connection, completion_id: str, *, give_up: bool) -> None:
+    """A failed attempt: back to ``pending`` for a retry, or ``failed`` for good."""
+    conn.execute(
+        update(_D)
+        .where(_D.c.completion_id == completion_id)
+        .values(status="failed" if give_up else "pending")
+    )
+
+
+def pending_completions(conn: Connection) -> list[PendingCompletion]:
+    """Completions not delivered yet, oldest first. A row left ``sending`` by a
+    process that died mid-post is returned to ``pending`` first."""
+    conn.execute(update(_D).where(_D.c.status == "sending").values(status="pending"))
+    rows = conn.execute(
+        select(_D).where(_D.c.status == "pending").order_by(_D.c.created_at, _D.c.completion_id)
+    )
+    return [dict(row._mapping) for row in rows]
+
+
+def delivered_count(conn: Connection, session_key: str) -> int:
+    rows = conn.execute(
+        select(_D.c.completion_id).where(
+            _D.c.session_key == session_key, _D.c.status == "delivered"
+        )
+    )
+    return len(rows.all())

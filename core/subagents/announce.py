@@ -1,0 +1,55 @@
+"""What a completion announcement says: a header by outcome, then the result.
+
+Rendering is separate from choosing the destination (the router) and from
+posting (the delivery): it only needs to know whether the destination is the
+subagent's own thread, where the persona already streamed its answer and a
+header is enough, or a fallback, where the result itself must be carried.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from core.subagents.records import Outcome, SpawnMode
+
+__all__ = ["HEADERS", "MAX_ANNOUNCEMENT", "render_completion"]
+
+MAX_ANNOUNCEMENT: Final = 1900
+"""Characters; under Discord's 2000, leaving room for a channel's own framing."""
+
+HEADERS: Final[dict[Outcome, str]] = {
+    "completed": "✅ **{name}** completed its task.",
+    "failed": "❌ **{name}** failed.",
+    "timed_out": "⏱️ **{name}** timed out.",
+}
+
+_NO_RESULT = "(no answer was produced)"
+
+
+def render_completion(
+    *,
+    name: str,
+    outcome: Outcome,
+    result: str,
+    mode: SpawnMode,
+    bound: bool,
+    reason: str | None = None,
+) -> str:
+    """The announcement text. ``bound``: it goes to the subagent's own thread."""
+    lines = [HEADERS[outcome].format(name=name)]
+    if reason and outcome != "completed":
+        lines[0] += f" Reason: {reason}"
+    if mode == "session" and outcome == "completed":
+        lines.append(
+            "The session stays active: write in this thread to continue it."
+            if bound
+            else "The session stays active in its thread."
+        )
+    if not bound:
+        budget = MAX_ANNOUNCEMENT - sum(len(line) + 1 for line in lines) - 2
+        body = result.strip() or _NO_RESULT
+        if len(body) > budget:
+            body = body[: budget - 1].rstrip() + "…"
+        lines.append("")
+        lines.append(body)
+    return "\n".join(lines)

@@ -1,0 +1,280 @@
+"""Delivering completion announcements exactly once, through an outbox in the store.
+
+A completion is first *recorded*: one row per completion id in
+``completion_deliveries`` (the primary key is the idempotency record, so a
+retry, a duplicate or a recovered completion cannot add a second). Posting
+then *claims* the row (``pending`` → ``sending``, a compare-and-set only one
+caller wins), resolves the destination with the router, renders, posts
+through the channel's sink and marks the row ``delivered``. A failed post
+puts the row back to ``pending`` and is retried on the clock; a restart
+finds what was not delivered and posts it.
+
+The one window left: a process that dies after the channel accepted a post
+but before the row says ``delivered`` posts it again on restart. Closing it
+would need the channel to deduplicate; the window is one store write wide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from core import log_events
+from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.clock import Clock, SystemClock
+from core.errors import DeliveryError
+from core.log_events import DeliveryPath
+from core.logging import get_logger
+from core.routing import BoundDeliveryRouter, DeliveryResolution
+from core.store.database import Database
+from core.subagents import _repository
+from core.subagents.announce import render_completion
+from core.subagents.records import Outcome, SubagentRecord
+
+__all__ = ["CompletionDelivery", "CompletionSink", "Posted", "SinkRegistry"]
+
+_log = get_logger("core.subagents")
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    message_id: str
+    path: DeliveryPath
+
+
+@runtime_checkable
+class CompletionSink(Protocol):
+    """Posts announcements for one (channel, account)."""
+
+    @property
+    def channel(self) -> str: ...
+
+    @property
+    def account_id(self) -> str: ...
+
+    async def post_bound(self, binding: SessionBindingRecord, content: str) -> Posted:
+        """Post in the bound conversation, under the binding's persona; DeliveryError if not."""
+        ...
+
+    async def post_to(self, conversation: ConversationRef, content: str) -> Posted:
+        """Post in a conversation as the bot itself; DeliveryError if not."""
+        ...
+
+
+class SinkRegistry:
+    """One completion sink per (channel, account); a later one replaces the earlier."""
+
+    def __init__(self) -> None:
+        self._sinks: dict[tuple[str, str], CompletionSink] = {}
+
+    def register(self, sink: CompletionSink) -> None:
+        self._sinks[(sink.channel.lower(), sink.account_id)] = sink
+
+    def get(self, channel: str, account_id: str, /) -> CompletionSink | None:
+        return self._sinks.get((channel.lower(), account_id))
+
+    def __iter__(self) -> Iterator[CompletionSink]:
+        return iter(self._sinks.values())
+
+
+NameOf = Callable[[SubagentRecord], str]
+
+
+class CompletionDelivery:
+    """Records completions and delivers each one once."""
+
+    def __init__(
+        self,
+        database: Database,
+        router: BoundDeliveryRouter,
+        sinks: SinkRegistry,
+        *,
+        name_of: NameOf,
+        clock: Clock | None = None,
+        max_attempts: int = 5,
+        retry_seconds: float = 5.0,
+    ) -> None:
+        self._db = database
+        self._router = router
+        self.sinks = sinks
+        self._name_of = name_of
+        self.clock: Clock = clock or SystemClock()
+        self._max_attempts = max_attempts
+        self._retry_seconds = retry_seconds
+
+    async def record(
+        self, completion_id: str, session_key: str, outcome: Outcome, result: str
+    ) -> bool:
+        """Put a completion in the outbox; False if this completion id is already there."""
+        return await self._db.run(
+            lambda conn: _repository.insert_completion(
+                conn,
+                completion_id=completion_id,
+                session_key=session_key,
+                outcome=outcome,
+                result=result,
+                at=self.clock.now(),
+            )
+        )
+
+    async def pending(self) -> list[_repository.PendingCompletion]:
+        """Completions left undelivered (at start-up: what a previous process did not post)."""
+        return await self._db.run(_repository.pending_completions)
+
+    async def deliver(
+        self, completion_id: str, subagent: SubagentRecord, *, reason: str | None = None
+    ) -> bool:
+        """Post the completion unless someone else did or does; retries on the clock.
+
+        Returns True when this call posted it.
+        """
+        while True:
+            row = await self._db.run(_repository.claim, completion_id)
+            if row is None:
+                return False  # delivered, being delivered, or given up on
+            try:
+                await self._post(row, subagent, reason)
+            except DeliveryError as exc:
+                give_up = row["attempts"] >= self._max_attempts
+                log_events.delivery_failed(
+                    _log,
+                    completion_id=completion_id,
+                    path="bot",
+                    destination=None,
+                    binding_id=subagent.binding_id,
+                    error=exc,
+                    retryable=not give_up,
+                )
+                await self._db.run(_repository.release, completion_id, give_up)
+                if give_up:
+                    return False
+                await self.clock.sleep(self._retry_seconds * row["attempts"])
+                continue
+            return True
+
+    async def _post(self, row: dict, subagent: SubagentRecord, reason: str | None) -> None:
+        resolution = self._router.resolve_destination(
+            target_session_key=subagent.session_key, requester=subagent.requester
+        )
+        if resolution.binding is not None:
+            try:
+                await self._post_bound(row, subagent, resolution, reason)
+                return
+            except DeliveryError:
+                if self._router_still_binds(subagent):
+                    raise  # the thread is there: retry it, never reroute silently
+                resolution = self._router.resolve_destination(
+                    target_session_key=subagent.session_key, requester=subagent.requester
+                )
+        await self._post_fallback(row, subagent, resolution, reason)
+
+    def _router_still_binds(self, subagent: SubagentRecord) -> bool:
+        again = self._router.resolve_destination(
+            target_session_key=subagent.session_key, requester=subagent.requester
+        )
+        return again.binding is not None
+
+    async def _post_bound(
+        self,
+        row: dict,
+        subagent: SubagentRecord,
+        resolution: DeliveryResolution,
+        reason: str | None,
+    ) -> None:
+        binding = resolution.binding
+        assert binding is not None
+        conversation = binding.conversation
+        sink = self._sink(conversation)
+        content = self._render(row, subagent, bound=True, reason=reason)
+        posted = await sink.post_bound(binding, content)
+        await self._mark(row, resolution, conversation.conversation_id, posted)
+        log_events.delivery_sent(
+            _log,
+            completion_id=row["completion_id"],
+            path=posted.path,
+            mode="bound",
+            binding_id=binding.binding_id,
+            target_session_key=subagent.session_key,
+            channel=conversation.channel,
+            account=conversation.account_id,
+            destination=conversation.conversation_id,
+            guild=subagent.scope,
+        )
+
+    async def _post_fallback(
+        self,
+        row: dict,
+        subagent: SubagentRecord,
+        resolution: DeliveryResolution,
+        reason: str | None,
+    ) -> None:
+        requester = subagent.requester
+        log_events.delivery_fallback(
+            _log,
+            completion_id=row["completion_id"],
+            reason=resolution.reason,
+            target_session_key=subagent.session_key,
+            channel=requester.channel if requester else None,
+            account=requester.account_id if requester else None,
+            requester_conversation_id=requester.conversation_id if requester else None,
+            destination=requester.conversation_id if requester else None,
+            guild=subagent.scope,
+        )
+        if requester is None or not requester.conversation_id:
+            raise DeliveryError(
+                f"completion {row['completion_id']} has no bound destination "
+                f"({resolution.reason}) and no requester to fall back to"
+            )
+        sink = self._sink(requester)
+        content = self._render(row, subagent, bound=False, reason=reason)
+        posted = await sink.post_to(requester, content)
+        await self._mark(row, resolution, requester.conversation_id, posted)
+        log_events.delivery_sent(
+            _log,
+            completion_id=row["completion_id"],
+            path=posted.path,
+            mode="fallback",
+            binding_id=None,
+            target_session_key=subagent.session_key,
+            channel=requester.channel,
+            account=requester.account_id,
+            destination=requester.conversation_id,
+            guild=subagent.scope,
+        )
+
+    def _sink(self, conversation: ConversationRef) -> CompletionSink:
+        sink = self.sinks.get(conversation.channel, conversation.account_id)
+        if sink is None:
+            raise DeliveryError(
+                f"no completion sink for {conversation.channel}/{conversation.account_id}; "
+                "is that account connected?"
+            )
+        return sink
+
+    def _render(
+        self, row: dict, subagent: SubagentRecord, *, bound: bool, reason: str | None
+    ) -> str:
+        return render_completion(
+            name=self._name_of(subagent),
+            outcome=row["outcome"],
+            result=row["result"],
+            mode=subagent.mode,
+            bound=bound,
+            reason=reason or subagent.outcome_reason,
+        )
+
+    async def _mark(
+        self, row: dict, resolution: DeliveryResolution, destination: str, posted: Posted
+    ) -> None:
+        await self._db.run(
+            lambda conn: _repository.mark_delivered(
+                conn,
+                row["completion_id"],
+                mode=resolution.mode,
+                reason=resolution.reason,
+                destination=destination,
+                message_id=posted.message_id,
+                at=self.clock.now(),
+            )
+        )
