@@ -52,36 +52,58 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
             return
         await interaction.followup.send(result.message)
 
-    @group.command(name="list", description="Bound threads and running subagents.")
+    @group.command(name="list", description="Subagents: state, thread, queues and usage.")
     async def list_command(interaction: discord.Interaction) -> None:
-        services = account.services
-        lines = []
-        for record in services.bindings.live():
-            if record.conversation.account_id != account.account_id:
-                continue
-            agent = services.runtime.peek(record.target_session_key)
-            snapshot = agent.snapshot() if agent else None
-            state = "running" if snapshot and snapshot.running else "idle"
-            queued = (
-                f", {len(snapshot.steering_queue)} steer / {len(snapshot.follow_up_queue)} queued"
-                if snapshot
-                else ""
-            )
-            lines.append(
-                f"<#{record.conversation.conversation_id}> `{record.target_session_key}` "
-                f"({state}{queued})"
-            )
-        bound = {r.target_session_key for r in services.bindings.live()}
-        for key in services.runtime.resident():
-            if key in bound:
-                continue
-            agent = services.runtime.peek(key)
-            if agent is None:
-                continue
-            state = "running" if agent.running else "idle"
-            lines.append(f"unbound run `{key}` ({state})")
+        lines = await subagent_lines(account)
         await interaction.response.send_message(
-            "\n".join(lines)[:2000] or "No subagents.", ephemeral=True
+            "\n".join(lines)[:2000] or "No subagents.",
+            ephemeral=True,
+            allowed_mentions=discord.AllowedMentions.none(),
         )
 
     return group
+
+
+async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[str]:
+    """One line per subagent of this account, newest first: state, thread, queues, usage.
+
+    Completed and failed subagents come from the ``subagents`` table (they may
+    have left memory long ago); running ones add their live queue lengths.
+    """
+    services = account.services
+    lines = []
+    records = await services.subagents.list()
+    for record in reversed(records):
+        requester = record.requester
+        if requester is not None and requester.account_id != account.account_id:
+            continue
+        agent = services.runtime.peek(record.session_key)
+        state = record.state
+        if agent is not None and agent.running:
+            state = "running"
+        live = [
+            b for b in services.bindings.list_by_session(record.session_key) if b.status == "active"
+        ]
+        where = f"<#{live[0].conversation.conversation_id}>" if live else "no thread"
+        parts = [f"**{services.subagents.name_of(record)}** `{record.session_key}` {state}", where]
+        if agent is not None:
+            snapshot = agent.snapshot()
+            parts.append(
+                f"{len(snapshot.steering_queue)} steer / {len(snapshot.follow_up_queue)} queued"
+            )
+            usage = agent.tree.total_usage
+            tokens, cost = usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
+        else:
+            tokens, cost = record.tokens, record.cost_usd
+        parts.append(f"{tokens} tokens" + (f", ${cost:.4f}" if cost else ""))
+        lines.append(" · ".join(parts))
+        if len(lines) >= limit:
+            lines.append("… and more (newest first)")
+            return lines
+    known = {record.session_key for record in records}
+    for key in services.runtime.resident():  # legacy runs: no thread, no subagent record
+        agent = services.runtime.peek(key)
+        if key in known or agent is None or services.bindings.list_by_session(key):
+            continue
+        lines.append(f"unbound run `{key}` ({'running' if agent.running else 'idle'})")
+    return lines

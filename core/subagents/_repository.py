@@ -122,7 +122,7 @@ def mark_delivered(
     )
 
 
-def release(conn: Connection, completion_id: str, *, give_up: bool) -> None:
+def release(conn: Connection, completion_id: str, give_up: bool) -> None:
     """A failed attempt: back to ``pending`` for a retry, or ``failed`` for good."""
     conn.execute(
         update(_D)

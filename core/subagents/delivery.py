@@ -81,6 +81,10 @@ class SinkRegistry:
 NameOf = Callable[[SubagentRecord], str]
 
 
+class Undeliverable(DeliveryError):
+    """Nowhere to post, now or later (no binding and no requester): not retried."""
+
+
 class CompletionDelivery:
     """Records completions and delivers each one once."""
 
@@ -122,9 +126,7 @@ class CompletionDelivery:
         """Completions left undelivered (at start-up: what a previous process did not post)."""
         return await self._db.run(_repository.pending_completions)
 
-    async def deliver(
-        self, completion_id: str, subagent: SubagentRecord, *, reason: str | None = None
-    ) -> bool:
+    async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
 
         Returns True when this call posted it.
@@ -134,9 +136,9 @@ class CompletionDelivery:
             if row is None:
                 return False  # delivered, being delivered, or given up on
             try:
-                await self._post(row, subagent, reason)
+                await self._post(row, subagent)
             except DeliveryError as exc:
-                give_up = row["attempts"] >= self._max_attempts
+                give_up = isinstance(exc, Undeliverable) or row["attempts"] >= self._max_attempts
                 log_events.delivery_failed(
                     _log,
                     completion_id=completion_id,
@@ -153,13 +155,13 @@ class CompletionDelivery:
                 continue
             return True
 
-    async def _post(self, row: dict, subagent: SubagentRecord, reason: str | None) -> None:
+    async def _post(self, row: dict, subagent: SubagentRecord) -> None:
         resolution = self._router.resolve_destination(
             target_session_key=subagent.session_key, requester=subagent.requester
         )
         if resolution.binding is not None:
             try:
-                await self._post_bound(row, subagent, resolution, reason)
+                await self._post_bound(row, subagent, resolution)
                 return
             except DeliveryError:
                 if self._router_still_binds(subagent):
@@ -167,7 +169,7 @@ class CompletionDelivery:
                 resolution = self._router.resolve_destination(
                     target_session_key=subagent.session_key, requester=subagent.requester
                 )
-        await self._post_fallback(row, subagent, resolution, reason)
+        await self._post_fallback(row, subagent, resolution)
 
     def _router_still_binds(self, subagent: SubagentRecord) -> bool:
         again = self._router.resolve_destination(
@@ -180,13 +182,12 @@ class CompletionDelivery:
         row: dict,
         subagent: SubagentRecord,
         resolution: DeliveryResolution,
-        reason: str | None,
     ) -> None:
         binding = resolution.binding
         assert binding is not None
         conversation = binding.conversation
         sink = self._sink(conversation)
-        content = self._render(row, subagent, bound=True, reason=reason)
+        content = self._render(row, subagent, bound=True)
         posted = await sink.post_bound(binding, content)
         await self._mark(row, resolution, conversation.conversation_id, posted)
         log_events.delivery_sent(
@@ -207,7 +208,6 @@ class CompletionDelivery:
         row: dict,
         subagent: SubagentRecord,
         resolution: DeliveryResolution,
-        reason: str | None,
     ) -> None:
         requester = subagent.requester
         log_events.delivery_fallback(
@@ -222,12 +222,12 @@ class CompletionDelivery:
             guild=subagent.scope,
         )
         if requester is None or not requester.conversation_id:
-            raise DeliveryError(
+            raise Undeliverable(
                 f"completion {row['completion_id']} has no bound destination "
                 f"({resolution.reason}) and no requester to fall back to"
             )
         sink = self._sink(requester)
-        content = self._render(row, subagent, bound=False, reason=reason)
+        content = self._render(row, subagent, bound=False)
         posted = await sink.post_to(requester, content)
         await self._mark(row, resolution, requester.conversation_id, posted)
         log_events.delivery_sent(
@@ -252,16 +252,14 @@ class CompletionDelivery:
             )
         return sink
 
-    def _render(
-        self, row: dict, subagent: SubagentRecord, *, bound: bool, reason: str | None
-    ) -> str:
+    def _render(self, row: dict, subagent: SubagentRecord, *, bound: bool) -> str:
         return render_completion(
             name=self._name_of(subagent),
             outcome=row["outcome"],
             result=row["result"],
             mode=subagent.mode,
             bound=bound,
-            reason=reason or subagent.outcome_reason,
+            reason=subagent.outcome_reason,
         )
 
     async def _mark(

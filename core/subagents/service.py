@@ -329,6 +329,8 @@ class SubagentService:
         try:
             agent = await self._runtime.get(key)
             outcome, reason, turn_id = await self._wait_outcome(agent)
+            # A crash may have replaced the agent meanwhile: write through the current one.
+            agent = await self._runtime.get(key)
             await self._complete(record, agent, outcome, reason, turn_id)
         except Exception:
             _log.error("subagent.watch_failed", session_key=key, exc_info=True)
@@ -395,10 +397,14 @@ class SubagentService:
         )
         if record.parent_session_key:
             await self._tell_parent(record, completion_id, outcome, result)
-        await self.delivery.deliver(completion_id, record, reason=reason)
+        await self._finish(record, completion_id)
+
+    async def _finish(self, record: SubagentRecord, completion_id: str) -> None:
+        """Announce (once), then let a run-mode subagent's thread go with a farewell."""
+        await self.delivery.deliver(completion_id, record)
         if record.mode == "run" and record.binding_id is not None:
-            why = "run-complete" if outcome == "completed" else "run-failed"
-            await self._bindings.unbind(target_session_key=key, reason=why)
+            why = "run-complete" if record.state == "completed" else "run-failed"
+            await self._bindings.unbind(target_session_key=record.session_key, reason=why)
 
     async def _tell_parent(
         self, record: SubagentRecord, completion_id: str, outcome: Outcome, result: str
@@ -445,7 +451,7 @@ class SubagentService:
             record = records.get(row["session_key"])
             if record is None:
                 continue
-            self._background(self.delivery.deliver(row["completion_id"], record))
+            self._background(self._finish(record, row["completion_id"]))
         for record in records.values():
             if record.state in ("starting", "running"):
                 self._background(self._resume(record))
