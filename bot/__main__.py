@@ -1,10 +1,13 @@
 """``python -m bot``: run the bot, or read its logs.
 
     python -m bot [--config PATH]                      run every configured account
+    python -m bot --playground [--config PATH]         the local playground, never Discord
     python -m bot canary LOGFILE [--since 2h] [--json] the canary report
 
 Configuration is validated here, once, before anything connects: a bad file
 ends the process with one readable line and exit status 2, never a traceback.
+Without any Discord token the run command opens the local playground instead
+of failing (see :mod:`bot.playground`): the product runs out of the box.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import sys
 from pathlib import Path
 
 from core.canary import parse_duration, run_canary
-from core.config import load_config
+from core.config import Config, load_config
 from core.errors import ThreadboundError
 
 EXIT_USAGE = 2
@@ -25,6 +28,11 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bot", description="Run the threadbound bot.")
     parser.add_argument(
         "--config", type=Path, default=None, help="config file (default: ./config.toml if present)"
+    )
+    parser.add_argument(
+        "--playground",
+        action="store_true",
+        help="run the local playground (a Discord on 127.0.0.1 and a web page) even with a token",
     )
     return parser
 
@@ -57,12 +65,37 @@ def run_main(argv: list[str]) -> int:
     args = _run_parser().parse_args(argv)
     try:
         config = load_config(args.config)
+        if args.playground or not _any_token(config):
+            return asyncio.run(_playground(config, forced=args.playground))
         return asyncio.run(run_bot(config))
     except ThreadboundError as exc:
         print(f"threadbound: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 0
+
+
+def _any_token(config: Config) -> bool:
+    """Whether any account has its token; with none at all there is only the playground.
+
+    Some accounts without a token is a mistake, not a wish to play: ``run_bot``
+    then stops with a message naming the missing variable.
+    """
+    return any(config.account_token(account_id) for account_id in config.account_ids())
+
+
+async def _playground(config: Config, *, forced: bool) -> int:
+    from bot.playground import run_playground
+
+    if forced:
+        reason = "--playground: starting the local playground (Discord is not contacted)"
+    else:
+        variables = ", ".join(config.token_env(a) for a in config.account_ids())
+        reason = (
+            f"no Discord token set ({variables}): starting the local playground; "
+            "set the variable to connect to Discord instead"
+        )
+    return await run_playground(config, reason=reason)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ __all__ = [
     "BindingsConfig",
     "DiscordEndpointsConfig",
     "LoggingConfig",
+    "PlaygroundConfig",
     "ProviderName",
     "Seconds",
     "StoreConfig",
@@ -127,6 +128,32 @@ class DiscordEndpointsConfig(TomlTable):
         return value.rstrip("/")
 
 
+class PlaygroundConfig(TomlTable):
+    """``[playground]``: the local Discord-compatible server ``python -m bot`` runs without a token.
+
+    It always listens on 127.0.0.1 (a playground is never exposed); ``port`` 0 picks a
+    free one. Relative paths are resolved against the config file's directory. The
+    store is kept apart from the real bot's so playground threads never reach Discord.
+    """
+
+    port: int = Field(default=8765, ge=0, le=65535)
+    state_file: str = "playground.json"
+    """Where the fake Discord's guild, channels and messages are saved; "" keeps them in memory."""
+    store_file: str = "playground.db"
+    """The bot's SQLite store while in the playground."""
+    demo_sleep_seconds: Seconds = 3.0
+    """How long each step of the demo model (used when no provider is configured) sleeps."""
+    demo_steps: int = Field(default=3, ge=1, le=20)
+    """Sleeping steps per turn of the demo model before its final answer."""
+
+    @field_validator("store_file")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise invalid_value("a file name for the playground's SQLite store", "got an empty one")
+        return value
+
+
 KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact")
 """Tool names an agent profile may list."""
 
@@ -148,6 +175,8 @@ class AgentProfile(TomlTable):
     user_startable: bool = True
     artifact_types: list[str] = Field(default_factory=list)
     handoff_to: list[str] = Field(default_factory=list)
+    handoff_thread: Literal["same", "new"] = "same"
+    """Where this agent takes over after an accepted handoff: the offer's thread, or a new one."""
 
     @field_validator("avatar_url")
     @classmethod

@@ -54,6 +54,7 @@ from core._config_sections import (
     BindingsConfig,
     DiscordEndpointsConfig,
     LoggingConfig,
+    PlaygroundConfig,
     ProviderName,
     StoreConfig,
     check_agent_references,
@@ -77,6 +78,7 @@ __all__ = [
     "DiscordEndpointsConfig",
     "FlagValue",
     "LoggingConfig",
+    "PlaygroundConfig",
     "SessionConfig",
     "SessionThreadBindings",
     "StoreConfig",
@@ -111,6 +113,7 @@ class Config(TomlTable):
     discord: DiscordEndpointsConfig = Field(default_factory=DiscordEndpointsConfig)
     providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)
     agents: dict[ProviderName, AgentProfile] = Field(default_factory=dict)
+    playground: PlaygroundConfig = Field(default_factory=PlaygroundConfig)
 
     _config_path: Path | None = PrivateAttr(default=None)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)

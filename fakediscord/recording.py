@@ -57,12 +57,19 @@ class RecordedRequest:
 class Recorder:
     """The request log, with waiting that wakes on each new request or answer."""
 
-    def __init__(self, signal: Signal) -> None:
+    def __init__(self, signal: Signal, *, limit: int | None = None) -> None:
         self._signal = signal
+        self.limit = limit
+        """Keep only the newest ``limit`` requests (a long-running playground); None: all.
+
+        Trimming shifts indexes, so ``wait_for(since=...)`` is only exact without a limit.
+        """
         self.requests: list[RecordedRequest] = []
 
     def add(self, request: RecordedRequest) -> RecordedRequest:
         self.requests.append(request)
+        if self.limit is not None and len(self.requests) > self.limit:
+            del self.requests[: len(self.requests) - self.limit]
         self._signal.notify()
         return request
 

@@ -47,6 +47,8 @@ class FakeDiscord(UserActions):
         clock: anything with ``now()``; message timestamps and snowflakes follow it.
         wait_timeout: seconds any ``wait_*`` helper (and a gate's or an interaction
             handle's) may take before raising ``TimeoutError``.
+        keep_requests: remember only the newest N REST requests (the playground runs
+            for hours); None, the default for tests, keeps every one.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class FakeDiscord(UserActions):
         shards: int = 1,
         clock: Clock | None = None,
         wait_timeout: float = WAIT,
+        keep_requests: int | None = None,
     ) -> None:
         self._host, self._port = host, port
         self.wait_timeout = wait_timeout
@@ -68,7 +71,7 @@ class FakeDiscord(UserActions):
         self.ops = Operations(self.state, self.gateway)
         self.commands = CommandRegistry(self.state)
         self.interactions = Interactions(self.state, self.gateway, self.ops)
-        self.recorder = Recorder(self.state.changed)
+        self.recorder = Recorder(self.state.changed, limit=keep_requests)
         self.faults = Faults()
         self._api = Api(
             state=self.state,

@@ -38,3 +38,7 @@ class SnowflakeGenerator:
         candidate = (millis << 22) | self._prefix | self._increment
         self._last = max(candidate, self._last + 1)
         return self._last
+
+    def advance_past(self, snowflake: int) -> None:
+        """Never mint ``snowflake`` or anything below it (after loading saved ids)."""
+        self._last = max(self._last, snowflake)

@@ -76,6 +76,10 @@ class State:
         """A fresh snowflake stamped with the clock's time."""
         return self._ids.next(self.now())
 
+    def reserve_ids_up_to(self, snowflake: int) -> None:
+        """New ids will be above ``snowflake`` (a loaded state keeps its ids unique)."""
+        self._ids.advance_past(snowflake)
+
     @staticmethod
     def new_token() -> str:
         """A secret for a webhook or an interaction."""

@@ -30,10 +30,16 @@ def run_bot(
 
 class TestRun:
     def test_missing_token_names_the_variable(self, tmp_path: Path) -> None:
-        """Without a token the bot stops with exit 2 and says which variable to set."""
-        result = run_bot(cwd=tmp_path)
+        """An account without its token (while another has one) stops with exit 2 naming it.
+
+        With no token at all the run command opens the playground instead
+        (tests/playground/test_run_command.py).
+        """
+        config = tmp_path / "config.toml"
+        config.write_text("[channels.discord.accounts.main]\n[channels.discord.accounts.helper]\n")
+        result = run_bot(cwd=tmp_path, env={"DISCORD_TOKEN_MAIN": "main-token"})
         assert result.returncode == 2
-        assert "set the environment variable DISCORD_TOKEN" in result.stderr
+        assert "set the environment variable DISCORD_TOKEN_HELPER" in result.stderr
         assert "Traceback" not in result.stderr
 
     def test_bad_config_is_one_line(self, tmp_path: Path) -> None:

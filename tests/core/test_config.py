@@ -410,7 +410,10 @@ class TestFileErrors:
         """A misspelled top-level table lists the top-level tables."""
         error = error_for(tmp_path, "[sesion.threadBindings]\nenabled = true\n")
         assert error.key_path == "sesion"
-        tables = "session, channels, store, bindings, logging, agent, discord, providers, agents"
+        tables = (
+            "session, channels, store, bindings, logging, agent, discord, providers, agents, "
+            "playground"
+        )
         assert error.expected == f"one of the keys {tables}"
 
     def test_snake_case_flag_key_rejected(self, tmp_path: Path):

@@ -1,0 +1,293 @@
+"""Slash commands typed as text: ``/agents spawn task:"look into X" mode:session``.
+
+The playground's page has a message box, not Discord's command picker, so a line
+starting with ``/`` is parsed here against the definitions the bot registered
+(the JSON bodies it uploaded, exactly what Discord's client reads too) and then
+sent as a real APPLICATION_COMMAND interaction. Parsing against the registered
+definitions, rather than a list kept here, means every command the bot adds
+works in the playground without touching this module.
+
+Syntax, close to what Discord's own client accepts when pasted:
+
+- words after the ``/`` name the command, then its subcommand group and subcommand;
+- ``name:value`` sets an option; the value may be quoted (``"…"``, ``'…'`` or
+  ``“…”``), with ``\\"`` inside double quotes;
+- other words are joined into the first option not given by name
+  (``/steer change course`` is ``/steer text:"change course"``);
+- values are typed from the definition: integers, numbers, booleans (true/false,
+  yes/no, on/off), choices (by value or name), and users / channels / roles as
+  mentions (``<@1>``, ``<#2>``, ``<@&3>``), ids, or names a resolver knows.
+
+Everything here is pure (no Discord, no I/O) so it is unit-tested directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CommandTextError",
+    "HelpEntry",
+    "ParsedCommand",
+    "Resolver",
+    "Token",
+    "help_entries",
+    "parse_command",
+    "tokenize",
+]
+
+Json = Mapping[str, Any]
+SUB_COMMAND, SUB_COMMAND_GROUP = 1, 2
+STRING, INTEGER, BOOLEAN, USER, CHANNEL, ROLE, MENTIONABLE, NUMBER = 3, 4, 5, 6, 7, 8, 9, 10
+_ENTITY_TYPES = frozenset({USER, CHANNEL, ROLE, MENTIONABLE})
+_TYPE_NAMES = {
+    STRING: "text",
+    INTEGER: "integer",
+    BOOLEAN: "true|false",
+    USER: "@user",
+    CHANNEL: "#channel",
+    ROLE: "@role",
+    MENTIONABLE: "@mention",
+    NUMBER: "number",
+}
+_TRUE = frozenset({"true", "yes", "on", "1", "y"})
+_FALSE = frozenset({"false", "no", "off", "0", "n"})
+_QUOTES = {'"': '"', "'": "'", "“": "”", "„": "“", "«": "»"}
+
+Resolver = Callable[[int, str], int | None]
+"""``(option type, name)`` -> the id of the user, channel or role called ``name``."""
+
+
+class CommandTextError(ValueError):
+    """The text is not a valid invocation; the message says what would be."""
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """A word of the command line: ``name`` is set for ``name:value`` words."""
+
+    value: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCommand:
+    """A command ready to invoke: ``path`` is command, group, subcommand names."""
+
+    path: tuple[str, ...]
+    options: dict[str, Any]
+
+    @property
+    def command(self) -> str:
+        """The path as ``FakeDiscord.invoke_command`` takes it: ``"agents spawn"``."""
+        return " ".join(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class HelpEntry:
+    """One line of the help list: how to type it, and what it does."""
+
+    usage: str
+    description: str
+
+
+def _is_name_char(char: str) -> bool:
+    return char.isalnum() or char in "_-"
+
+
+def tokenize(text: str) -> list[Token]:
+    """Split a command line into words, honouring quotes and ``name:value`` pairs."""
+    tokens: list[Token] = []
+    index, length = 0, len(text)
+    while index < length:
+        if text[index].isspace():
+            index += 1
+            continue
+        name: str | None = None
+        start = index
+        while index < length and _is_name_char(text[index]):
+            index += 1
+        if index > start and index < length and text[index] == ":":
+            name = text[start:index].lower()
+            index += 1
+        else:
+            index = start
+        value, index = _read_value(text, index)
+        tokens.append(Token(value=value, name=name))
+    return tokens
+
+
+def _read_value(text: str, index: int) -> tuple[str, int]:
+    """A quoted or bare value starting at ``index``; returns it and where it ended."""
+    length = len(text)
+    if index < length and text[index] in _QUOTES:
+        closing = _QUOTES[text[index]]
+        index += 1
+        chars: list[str] = []
+        while index < length and text[index] != closing:
+            if text[index] == "\\" and closing == '"' and index + 1 < length:
+                index += 1
+            chars.append(text[index])
+            index += 1
+        if index >= length:
+            raise CommandTextError(f"a quoted value is not closed: add the missing {closing}")
+        return "".join(chars), index + 1
+    start = index
+    while index < length and not text[index].isspace():
+        index += 1
+    return text[start:index], index
+
+
+def _find(definitions: Iterable[Json], name: str, types: Iterable[int]) -> Json | None:
+    wanted = set(types)
+    for definition in definitions:
+        same_name = str(definition.get("name", "")).lower() == name.lower()
+        if same_name and int(definition.get("type", 1)) in wanted:
+            return definition
+    return None
+
+
+def parse_command(
+    text: str, definitions: Sequence[Json], *, resolve: Resolver | None = None
+) -> ParsedCommand:
+    """Parse ``/command [group] [subcommand] name:value …`` against registered definitions.
+
+    ``definitions`` are chat-input command bodies as the bot uploaded them.
+    Raises :class:`CommandTextError` with a message meant for the person typing.
+    """
+    line = text.strip()
+    if not line.startswith("/"):
+        raise CommandTextError("a command starts with /")
+    tokens = tokenize(line[1:])
+    if not tokens or tokens[0].name is not None or not tokens[0].value:
+        raise CommandTextError("type a command name after the /; /help lists them")
+    chat_input = [d for d in definitions if int(d.get("type", 1)) == 1]
+    root = _find(chat_input, tokens[0].value, (1,))
+    if root is None:
+        known = ", ".join(sorted(f"/{d['name']}" for d in chat_input)) or "none yet"
+        raise CommandTextError(f"no command /{tokens[0].value}; known: {known}")
+    path = [str(root["name"])]
+    node: Json = root
+    rest = tokens[1:]
+    while _subcommands(node):
+        if not rest or rest[0].name is not None:
+            names = ", ".join(str(o["name"]) for o in _subcommands(node))
+            raise CommandTextError(f"/{' '.join(path)} needs a subcommand: one of {names}")
+        found = _find(_subcommands(node), rest[0].value, (SUB_COMMAND, SUB_COMMAND_GROUP))
+        if found is None:
+            names = ", ".join(str(o["name"]) for o in _subcommands(node))
+            raise CommandTextError(
+                f"/{' '.join(path)} has no subcommand {rest[0].value!r}; it has {names}"
+            )
+        path.append(str(found["name"]))
+        node, rest = found, rest[1:]
+    options = _options(path, list(node.get("options") or []), rest, resolve)
+    return ParsedCommand(path=tuple(path), options=options)
+
+
+def _subcommands(node: Json) -> list[Json]:
+    return [
+        o
+        for o in node.get("options") or []
+        if int(o.get("type", 0)) in (SUB_COMMAND, SUB_COMMAND_GROUP)
+    ]
+
+
+def _options(
+    path: list[str], definitions: list[Json], tokens: list[Token], resolve: Resolver | None
+) -> dict[str, Any]:
+    usage = "/" + " ".join(path)
+    by_name = {str(d["name"]).lower(): d for d in definitions}
+    raw: dict[str, str] = {}
+    loose: list[str] = []
+    for token in tokens:
+        if token.name is None:
+            loose.append(token.value)
+            continue
+        definition = by_name.get(token.name)
+        if definition is None:
+            names = ", ".join(by_name) or "no options"
+            raise CommandTextError(f"{usage} has no option {token.name!r}; options: {names}")
+        if str(definition["name"]) in raw:
+            raise CommandTextError(f"option {definition['name']!r} is given twice")
+        raw[str(definition["name"])] = token.value
+    if loose:
+        unfilled = [d for d in definitions if str(d["name"]) not in raw]
+        if not unfilled:
+            raise CommandTextError(
+                f"{usage}: don't know what {' '.join(loose)!r} is for; use name:value"
+            )
+        raw[str(unfilled[0]["name"])] = " ".join(loose)
+    missing = [str(d["name"]) for d in definitions if d.get("required") and d["name"] not in raw]
+    if missing:
+        hint = " ".join(f"{name}:…" for name in missing)
+        raise CommandTextError(f"{usage} needs {', '.join(missing)} (add {hint})")
+    return {name: _typed(by_name[name.lower()], value, resolve) for name, value in raw.items()}
+
+
+def _typed(definition: Json, value: str, resolve: Resolver | None) -> Any:
+    name, kind = str(definition["name"]), int(definition.get("type", STRING))
+    choices = list(definition.get("choices") or [])
+    if choices:
+        for choice in choices:
+            if value.lower() in (str(choice["value"]).lower(), str(choice["name"]).lower()):
+                return choice["value"]
+        allowed = "|".join(str(c["value"]) for c in choices)
+        raise CommandTextError(f"{name} must be one of {allowed}, not {value!r}")
+    try:
+        if kind == INTEGER:
+            return int(value)
+        if kind == NUMBER:
+            return float(value)
+    except ValueError:
+        wanted = "an integer" if kind == INTEGER else "a number"
+        raise CommandTextError(f"{name} must be {wanted}, not {value!r}") from None
+    if kind == BOOLEAN:
+        lowered = value.lower()
+        if lowered in _TRUE | _FALSE:
+            return lowered in _TRUE
+        raise CommandTextError(f"{name} must be true or false, not {value!r}")
+    if kind in _ENTITY_TYPES:
+        return _entity(name, kind, value, resolve)
+    return value
+
+
+def _entity(name: str, kind: int, value: str, resolve: Resolver | None) -> int:
+    """A user, channel or role option: a mention, a bare id, or a name to resolve."""
+    stripped = value.strip()
+    for prefix in ("<@&", "<@!", "<@", "<#"):
+        if stripped.startswith(prefix) and stripped.endswith(">"):
+            stripped = stripped[len(prefix) : -1]
+            break
+    if stripped.isdigit():
+        return int(stripped)
+    found = resolve(kind, stripped.lstrip("@#")) if resolve is not None else None
+    if found is None:
+        raise CommandTextError(f"{name}: no {_TYPE_NAMES[kind]} called {value!r}")
+    return found
+
+
+def help_entries(definitions: Sequence[Json]) -> list[HelpEntry]:
+    """One entry per invocable command path, sorted, for the page's help list."""
+    entries: list[HelpEntry] = []
+
+    def walk(prefix: list[str], node: Json) -> None:
+        subs = _subcommands(node)
+        if subs:
+            for sub in subs:
+                walk([*prefix, str(sub["name"])], sub)
+            return
+        parts = ["/" + " ".join(prefix)]
+        for option in node.get("options") or []:
+            choices = [str(c["value"]) for c in option.get("choices") or []]
+            kind = "|".join(choices) if choices else _TYPE_NAMES.get(int(option["type"]), "value")
+            shown = f"{option['name']}:<{kind}>" if not choices else f"{option['name']}:{kind}"
+            parts.append(shown if option.get("required") else f"[{shown}]")
+        entries.append(HelpEntry(" ".join(parts), str(node.get("description") or "")))
+
+    for definition in definitions:
+        if int(definition.get("type", 1)) == 1:
+            walk([str(definition["name"])], definition)
+    return sorted(entries, key=lambda e: e.usage)

@@ -1,0 +1,415 @@
+// threadbound playground: a minimal Discord-like client for the local fake Discord.
+// Everything goes through the playground's JSON API; live updates arrive as
+// server-sent events naming the channels that changed. Snowflakes stay strings.
+"use strict";
+
+const ui = {
+  channels: document.getElementById("channels"),
+  guildName: document.getElementById("guild-name"),
+  title: document.getElementById("channel-title"),
+  messages: document.getElementById("messages"),
+  form: document.getElementById("composer-form"),
+  composer: document.getElementById("composer"),
+  userSelect: document.getElementById("user-select"),
+  help: document.getElementById("help"),
+  error: document.getElementById("error"),
+};
+
+const app = {
+  state: null,
+  channelId: null,
+  viewer: null,
+  unread: new Set(),
+  loadSeq: 0,
+};
+
+async function api(method, path, body) {
+  const options = { method, headers: {} };
+  if (body !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  let data = {};
+  try { data = await response.json(); } catch (_) { data = {}; }
+  if (!response.ok) throw new Error(data.error || `${response.status} ${response.statusText}`);
+  return data;
+}
+
+function channelById(id) {
+  return app.state ? app.state.channels.find((c) => c.id === id) : undefined;
+}
+
+function userName(id) {
+  if (!app.state) return "user";
+  if (app.state.bot.id === id) return app.state.bot.name;
+  const user = app.state.users.find((u) => u.id === id);
+  return user ? user.name : "user";
+}
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) => (
+    { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// Discord markdown, the small part agents use: bold, italics, inline code, mentions.
+function renderContent(text) {
+  let html = escapeHtml(text);
+  html = html.replace(/`([^`]+)`/g, "<code>$1</code>");
+  html = html.replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>");
+  html = html.replace(/(^|\s)\*([^*\s][^*]*)\*/g, "$1<em>$2</em>");
+  html = html.replace(/&lt;#(\d+)&gt;/g, (_, id) => {
+    const channel = channelById(id);
+    const name = channel ? channel.name : "unknown-channel";
+    return `<span class="mention channel-mention" data-channel="${id}">#${escapeHtml(name)}</span>`;
+  });
+  html = html.replace(/&lt;@[!&]?(\d+)&gt;/g, (_, id) =>
+    `<span class="mention">@${escapeHtml(userName(id))}</span>`);
+  return html;
+}
+
+function colourFor(name) {
+  let hash = 0;
+  for (const char of name) hash = (hash * 31 + char.codePointAt(0)) >>> 0;
+  return `hsl(${hash % 360}, 45%, 45%)`;
+}
+
+function avatar(author) {
+  if (author.avatar_url) {
+    const img = document.createElement("img");
+    img.className = "avatar";
+    img.alt = "";
+    img.src = author.avatar_url;
+    img.onerror = () => img.replaceWith(initialAvatar(author.name));
+    return img;
+  }
+  return initialAvatar(author.name);
+}
+
+function initialAvatar(name) {
+  const circle = document.createElement("div");
+  circle.className = "avatar";
+  circle.style.background = colourFor(name || "?");
+  circle.textContent = (name || "?").trim().charAt(0).toUpperCase() || "?";
+  return circle;
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// -- sidebar ---------------------------------------------------------------
+
+function renderChannels() {
+  ui.channels.replaceChildren();
+  const channels = app.state.channels.filter((c) => !c.thread);
+  for (const channel of channels) {
+    ui.channels.append(channelButton(channel));
+    const threads = app.state.channels.filter((c) => c.thread && c.parent_id === channel.id);
+    for (const thread of threads) ui.channels.append(channelButton(thread));
+  }
+}
+
+function channelButton(channel) {
+  const button = el("button", channel.thread ? "channel thread" : "channel");
+  button.textContent = channel.thread ? channel.name : `# ${channel.name}`;
+  button.dataset.channelId = channel.id;
+  button.dataset.channelName = channel.name;
+  button.dataset.testid = channel.thread ? "thread" : "channel";
+  if (channel.id === app.channelId) button.classList.add("active");
+  if (app.unread.has(channel.id)) button.classList.add("unread");
+  if (channel.archived) button.title = "archived";
+  button.addEventListener("click", () => selectChannel(channel.id));
+  return button;
+}
+
+function renderUsers() {
+  ui.userSelect.replaceChildren();
+  for (const user of app.state.users) {
+    const option = el("option", "", user.admin ? `${user.name} (admin)` : user.name);
+    option.value = user.id;
+    option.dataset.name = user.name;
+    ui.userSelect.append(option);
+  }
+  const saved = localStorage.getItem("playground.viewer");
+  const known = app.state.users.some((u) => u.id === saved);
+  app.viewer = known ? saved : app.state.users[0].id;
+  ui.userSelect.value = app.viewer;
+}
+
+async function loadState() {
+  app.state = await api("GET", "/api/state");
+  ui.guildName.textContent = app.state.guild.name;
+  if (!app.viewer) renderUsers();
+  if (!app.channelId || !channelById(app.channelId)) {
+    const first = app.state.channels.find((c) => !c.thread);
+    app.channelId = first ? first.id : null;
+  }
+  renderChannels();
+  renderTitle();
+}
+
+function renderTitle() {
+  const channel = channelById(app.channelId);
+  if (!channel) { ui.title.textContent = ""; return; }
+  if (channel.thread) {
+    const parent = channelById(channel.parent_id);
+    ui.title.textContent = `# ${parent ? parent.name : "?"} › ${channel.name}`;
+  } else {
+    ui.title.textContent = `# ${channel.name}`;
+  }
+}
+
+async function selectChannel(id) {
+  app.channelId = id;
+  app.unread.delete(id);
+  renderChannels();
+  renderTitle();
+  ui.messages.replaceChildren();
+  await loadMessages();
+  ui.composer.focus();
+}
+
+// -- messages --------------------------------------------------------------
+
+async function loadMessages() {
+  if (!app.channelId) return;
+  const seq = ++app.loadSeq;
+  const channelId = app.channelId;
+  const data = await api("GET", `/api/channels/${channelId}/messages?viewer=${app.viewer}`);
+  if (seq !== app.loadSeq || channelId !== app.channelId) return;  // a newer load won
+  const box = ui.messages;
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+  box.replaceChildren(...data.messages.map(renderMessage));
+  if (!data.messages.length) box.append(emptyHint());
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+function emptyHint() {
+  const channel = channelById(app.channelId);
+  const hint = el("div", "empty");
+  hint.append(el("h2", "", `Welcome to #${channel ? channel.name : "…"}`));
+  hint.append(el("p", "", "Spawn a subagent with a slash command typed as text, e.g."));
+  hint.append(el("code", "", '/agents spawn task:"compare three sorting algorithms" mode:session'));
+  hint.append(el("p", "", "Type / to see every command. In its thread, a plain message steers "
+    + "the agent while it works; a message starting with >> is queued as a follow-up."));
+  return hint;
+}
+
+function renderMessage(message) {
+  const row = el("article", "message");
+  row.dataset.messageId = message.id;
+  row.dataset.author = message.author.name;
+  row.dataset.testid = "message";
+  if (message.ephemeral) row.classList.add("ephemeral");
+  if (message.type === 18) {
+    row.classList.add("system");
+    const link = el("span", "thread-link", `${message.author.name} started a thread: ${message.content}`);
+    if (message.reference_channel_id) {
+      link.addEventListener("click", () => selectChannel(message.reference_channel_id));
+    }
+    row.append(link);
+    return row;
+  }
+  row.append(avatar(message.author));
+  const body = el("div", "body");
+  if (message.interaction) {
+    body.append(el("div", "interaction-line",
+      `${message.interaction.user} used /${message.interaction.command}`));
+  }
+  const meta = el("div", "meta");
+  meta.append(el("span", "author", message.author.name));
+  if (message.author.bot) meta.append(el("span", "tag", message.author.webhook ? "AGENT" : "BOT"));
+  meta.append(el("span", "time", new Date(message.timestamp).toLocaleTimeString()));
+  if (message.edited) meta.append(el("span", "edited", "(edited)"));
+  body.append(meta);
+  if (message.loading) body.append(el("div", "note", `${message.author.name} is thinking…`));
+  const content = el("div", "content");
+  content.dataset.testid = "content";
+  content.innerHTML = renderContent(message.content || "");
+  content.querySelectorAll(".channel-mention").forEach((node) =>
+    node.addEventListener("click", () => selectChannel(node.dataset.channel)));
+  body.append(content);
+  for (const embed of message.embeds || []) body.append(renderEmbed(embed));
+  if (message.components && message.components.length) {
+    body.append(renderComponents(message, message.components));
+  }
+  if (message.reactions.length) {
+    const reactions = el("div", "reactions");
+    for (const reaction of message.reactions) {
+      const chip = el("span", reaction.me ? "reaction me" : "reaction", `${reaction.emoji} ${reaction.count}`);
+      chip.dataset.emoji = reaction.emoji;
+      chip.dataset.testid = "reaction";
+      reactions.append(chip);
+    }
+    body.append(reactions);
+  }
+  if (message.thread) {
+    const link = el("div", "thread-link", `Thread: ${message.thread.name} ›`);
+    link.addEventListener("click", () => selectChannel(message.thread.id));
+    body.append(link);
+  }
+  if (message.ephemeral) body.append(el("div", "note", "Only you can see this"));
+  row.append(body);
+  return row;
+}
+
+function renderEmbed(embed) {
+  const box = el("div", "embed");
+  if (embed.title) box.append(el("div", "author", embed.title));
+  if (embed.description) {
+    const text = el("div", "content");
+    text.innerHTML = renderContent(embed.description);
+    box.append(text);
+  }
+  for (const field of embed.fields || []) {
+    box.append(el("div", "author", field.name));
+    const value = el("div", "content");
+    value.innerHTML = renderContent(field.value || "");
+    box.append(value);
+  }
+  return box;
+}
+
+function renderComponents(message, components) {
+  const wrap = el("div", "components");
+  for (const row of components) {
+    const line = el("div", "row");
+    const items = row.type === 1 ? row.components || [] : [row];
+    for (const item of items) line.append(renderComponent(message, item));
+    wrap.append(line);
+  }
+  return wrap;
+}
+
+function renderComponent(message, item) {
+  if (item.type === 2) {
+    const button = el("button", `button style-${item.style || 2}`);
+    button.textContent = `${item.emoji && item.emoji.name ? item.emoji.name + " " : ""}${item.label || ""}`;
+    button.disabled = Boolean(item.disabled);
+    button.dataset.customId = item.custom_id || "";
+    button.dataset.testid = "button";
+    if (item.style === 5 && item.url) {
+      button.addEventListener("click", () => window.open(item.url, "_blank", "noopener"));
+    } else {
+      button.addEventListener("click", () => clickComponent(message.id, item.custom_id));
+    }
+    return button;
+  }
+  if (item.type === 3) {
+    const select = el("select", "select");
+    select.append(el("option", "", item.placeholder || "Choose…"));
+    for (const option of item.options || []) {
+      const node = el("option", "", option.label);
+      node.value = option.value;
+      select.append(node);
+    }
+    select.disabled = Boolean(item.disabled);
+    select.addEventListener("change", () =>
+      clickComponent(message.id, item.custom_id, [select.value]));
+    return select;
+  }
+  return el("span", "note", `[component type ${item.type}]`);
+}
+
+async function clickComponent(messageId, customId, values) {
+  const body = { message_id: messageId, custom_id: customId, user_id: app.viewer };
+  if (values) body.values = values;
+  try {
+    await api("POST", "/api/click", body);
+    showError("");
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+// -- composer --------------------------------------------------------------
+
+function showError(text) {
+  ui.error.textContent = text;
+  ui.error.hidden = !text;
+}
+
+function renderHelp(filter) {
+  const entries = app.state ? app.state.commands : [];
+  const wanted = filter.replace(/^\//, "").trim().toLowerCase();
+  const shown = entries.filter((e) => wanted === "help" || wanted === ""
+    || e.usage.slice(1).toLowerCase().startsWith(wanted));
+  ui.help.replaceChildren();
+  const list = shown.length ? shown : entries;
+  for (const entry of list) {
+    const item = el("div", "help-item");
+    item.dataset.testid = "help-item";
+    item.append(el("code", "", entry.usage), el("span", "", entry.description));
+    item.addEventListener("click", () => {
+      const base = entry.usage.split(" ").filter((w) => !w.includes(":") && !w.startsWith("[")).join(" ");
+      ui.composer.value = `${base} `;
+      ui.composer.focus();
+      ui.help.hidden = true;
+    });
+    ui.help.append(item);
+  }
+  if (!entries.length) ui.help.append(el("div", "note", "The bot has not registered commands yet."));
+  ui.help.hidden = false;
+}
+
+async function submit() {
+  const text = ui.composer.value.trim();
+  if (!text || !app.channelId) return;
+  if (text === "/" || text === "/help") { renderHelp("/help"); return; }
+  try {
+    if (text.startsWith("/")) {
+      await api("POST", "/api/command", { channel_id: app.channelId, user_id: app.viewer, text });
+    } else {
+      await api("POST", "/api/messages", { channel_id: app.channelId, user_id: app.viewer, content: text });
+    }
+    ui.composer.value = "";
+    ui.help.hidden = true;
+    showError("");
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+ui.form.addEventListener("submit", (event) => { event.preventDefault(); submit(); });
+ui.composer.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); submit(); }
+  if (event.key === "Escape") ui.help.hidden = true;
+});
+ui.composer.addEventListener("input", () => {
+  const text = ui.composer.value;
+  if (text.startsWith("/") && !text.includes(":")) renderHelp(text); else ui.help.hidden = true;
+});
+ui.userSelect.addEventListener("change", () => {
+  app.viewer = ui.userSelect.value;
+  localStorage.setItem("playground.viewer", app.viewer);
+  loadMessages();
+});
+
+// -- live updates ----------------------------------------------------------
+
+function connectEvents() {
+  const source = new EventSource("/api/events");
+  source.onmessage = async (event) => {
+    const change = JSON.parse(event.data);
+    if (change.tree) await loadState();
+    let sidebarDirty = false;
+    for (const id of change.channels) {
+      if (id === app.channelId) continue;
+      if (!app.unread.has(id)) { app.unread.add(id); sidebarDirty = true; }
+    }
+    if (sidebarDirty && !change.tree) renderChannels();
+    if (change.channels.includes(app.channelId)) await loadMessages();
+  };
+  source.addEventListener("hello", () => { loadState().then(loadMessages); });
+}
+
+(async function start() {
+  await loadState();
+  await loadMessages();
+  connectEvents();
+  document.body.dataset.ready = "true";
+})().catch((err) => showError(`cannot reach the playground: ${err.message}`));

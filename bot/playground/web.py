@@ -1,0 +1,489 @@
+"""The playground's web page and its small JSON API, served on 127.0.0.1.
+
+The page is a minimal Discord-like client written for this project; every file
+it needs is in ``static/`` (no CDN), so the playground works offline. It acts
+on the fake Discord the way Discord's own client would: a message is a user
+message, a ``/command`` line becomes an APPLICATION_COMMAND interaction (parsed
+by :mod:`bot.playground.commands_text` against the commands the bot registered),
+a button click becomes a component interaction. The bot cannot tell the
+difference from Discord, which is the point.
+
+Live updates go out as server-sent events: after any change to the fake's state
+the stream says which channels changed (by a cheap per-channel fingerprint) and
+whether the channel list did; the page refetches just those. Snowflakes travel
+as strings, as on Discord's wire, because JavaScript numbers cannot hold them.
+
+Routes: ``GET /`` the page; ``GET /api/state``; ``GET /api/channels/{id}/messages``;
+``POST /api/messages`` ``{channel_id, user_id, content}``; ``POST /api/command``
+``{channel_id, user_id, text}``; ``POST /api/click`` ``{message_id, custom_id,
+user_id[, values]}``; ``GET /api/events`` (SSE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from bot.playground.commands_text import (
+    CHANNEL,
+    ROLE,
+    CommandTextError,
+    help_entries,
+    parse_command,
+)
+from fakediscord import FakeDiscord, Message
+from fakediscord.errors import DiscordError
+
+__all__ = ["STATIC_DIR", "PlaygroundWeb", "World"]
+
+STATIC_DIR = Path(__file__).with_name("static")
+EPHEMERAL, LOADING = 1 << 6, 1 << 7
+KEEPALIVE_SECONDS = 15.0
+COALESCE_SECONDS = 0.05
+"""After a change, wait this long so a burst of changes becomes one event."""
+
+Json = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """What the playground created at start: whose guild it is and who can act in it."""
+
+    guild_id: int
+    bot_user_id: int
+    member_ids: tuple[int, ...]
+
+
+class BadRequest(Exception):
+    """A request the page should not have sent; answered 400 with the message."""
+
+
+def _sid(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(body: Json, key: str) -> int:
+    try:
+        return int(body[key])
+    except (KeyError, TypeError, ValueError):
+        raise BadRequest(f"{key} is required (a snowflake as a string)") from None
+
+
+class PlaygroundWeb:
+    """The aiohttp application over one :class:`FakeDiscord`."""
+
+    def __init__(self, fake: FakeDiscord, world: World, *, host: str, port: int) -> None:
+        self.fake = fake
+        self.world = world
+        self._host, self._port = host, port
+        self._runner: web.AppRunner | None = None
+        self._closing = asyncio.Event()
+        self._allowed_hosts: frozenset[str] = frozenset()
+        self.url = ""
+
+    # lifecycle
+
+    def application(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_get("/", self._index)
+        app.router.add_static("/static/", STATIC_DIR, append_version=False)
+        app.router.add_get("/api/state", self._state)
+        app.router.add_get("/api/channels/{channel_id}/messages", self._messages)
+        app.router.add_post("/api/messages", self._send)
+        app.router.add_post("/api/command", self._command)
+        app.router.add_post("/api/click", self._click)
+        app.router.add_get("/api/events", self._events)
+        return app
+
+    async def start(self) -> str:
+        """Listen; returns the page's URL (the real port when 0 was asked)."""
+        self._runner = web.AppRunner(self.application(), access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        try:
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        host, port = self._runner.addresses[0][:2]
+        self._allowed_hosts = frozenset({f"{host}:{port}", f"localhost:{port}"})
+        self.url = f"http://{host}:{port}/"
+        return self.url
+
+    async def stop(self) -> None:
+        """End the event streams, then the server; safe to call twice."""
+        self._closing.set()
+        self.fake.state.changed.notify()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # plumbing
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Refuse requests from elsewhere; answer a bad request with a JSON error."""
+        refused = self._refuse_foreign(request)
+        if refused is not None:
+            return web.json_response({"error": refused}, status=403)
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except DiscordError as exc:
+            return web.json_response({"error": exc.message}, status=exc.status)
+
+    def _refuse_foreign(self, request: web.Request) -> str | None:
+        """Why a request from outside the playground's own page is refused, or None.
+
+        The page has no login, so other web sites must not drive it through the
+        visitor's browser: the Host must be the loopback address we listen on (no DNS
+        rebinding), a state-changing request must be JSON (a cross-site form or
+        ``text/plain`` post is not, and a JSON one needs a CORS preflight nobody
+        answers), and an Origin, when sent, must be this page's.
+        """
+        if request.host not in self._allowed_hosts:
+            return "the playground only answers requests addressed to 127.0.0.1"
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return None
+        if request.content_type != "application/json":
+            return "send JSON (Content-Type: application/json)"
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in {f"http://{h}" for h in self._allowed_hosts}:
+            return "requests from other sites are refused"
+        return None
+
+    @staticmethod
+    async def _body(request: web.Request) -> Json:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadRequest("the body must be a JSON object") from None
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        return body
+
+    def _member(self, user_id: int) -> int:
+        if user_id not in self.world.member_ids:
+            raise BadRequest("user_id is not one of the playground's users")
+        return user_id
+
+    def _channel(self, channel_id: int) -> int:
+        channel = self.fake.state.channels.get(channel_id)
+        if channel is None or channel.guild_id != self.world.guild_id:
+            raise BadRequest("no such channel in the playground guild")
+        return channel_id
+
+    # pages
+
+    async def _index(self, _request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def _state(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.snapshot())
+
+    def snapshot(self) -> Json:
+        """The guild, its channels and threads, the users to act as, and the command help."""
+        state = self.fake.state
+        guild = state.guild(self.world.guild_id)
+        channels = sorted(
+            (c for c in state.channels.values() if c.guild_id == guild.id),
+            key=lambda c: (c.position, c.id),
+        )
+        users = []
+        for user_id in self.world.member_ids:
+            user = state.users[user_id]
+            admin = state.permissions(guild.id, user_id) & (1 << 3)
+            users.append({"id": str(user_id), "name": user.username, "admin": bool(admin)})
+        bot = state.users[self.world.bot_user_id]
+        return {
+            "guild": {"id": str(guild.id), "name": guild.name},
+            "channels": [
+                {
+                    "id": str(c.id),
+                    "name": c.name,
+                    "parent_id": _sid(c.parent_id),
+                    "thread": c.is_thread,
+                    "archived": c.archived,
+                }
+                for c in channels
+            ],
+            "users": users,
+            "bot": {"id": str(bot.id), "name": bot.username},
+            "commands": [
+                {"usage": e.usage, "description": e.description}
+                for e in help_entries(self._definitions())
+            ],
+        }
+
+    def _definitions(self) -> list[Json]:
+        """Chat-input commands a member of the guild sees (guild ones before global ones)."""
+        commands = [
+            c
+            for c in self.fake.state.commands.values()
+            if c.type == 1 and c.guild_id in (self.world.guild_id, None)
+        ]
+        commands.sort(key=lambda c: c.guild_id is None)
+        seen: set[str] = set()
+        definitions = []
+        for command in commands:
+            if command.name not in seen:
+                seen.add(command.name)
+                definitions.append(command.definition)
+        return definitions
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        try:
+            channel_id = int(request.match_info["channel_id"])
+            viewer = int(request.query.get("viewer", "0"))
+        except ValueError:
+            raise BadRequest("channel id and viewer are snowflakes") from None
+        self._channel(channel_id)
+        state = self.fake.state
+        messages = [
+            self.render(m, viewer)
+            for m in state.messages_in(channel_id, include_ephemeral=True)
+            if not m.ephemeral or self._invoker(m) == viewer
+        ]
+        return web.json_response({"channel_id": str(channel_id), "messages": messages})
+
+    def _invoker(self, message: Message) -> int | None:
+        interaction = self.fake.state.interactions.get(message.interaction_id or 0)
+        return interaction.user_id if interaction is not None else None
+
+    def render(self, message: Message, viewer: int = 0) -> Json:
+        """A message as the page draws it: author or persona, content, parts, reactions."""
+        state = self.fake.state
+        guild = state.guilds.get(message.guild_id or 0)
+        if message.webhook_id is not None:
+            webhook = state.webhooks.get(message.webhook_id)
+            name = message.username or (webhook.name if webhook else "webhook")
+            author = {"id": str(message.author_id), "name": name, "bot": True, "webhook": True}
+            author["avatar_url"] = message.avatar_url
+        else:
+            user = state.users.get(message.author_id)
+            member = guild.members.get(message.author_id) if guild else None
+            name = (member.nick if member else None) or (
+                (user.global_name or user.username) if user else "unknown"
+            )
+            author = {
+                "id": str(message.author_id),
+                "name": name,
+                "bot": bool(user and user.bot),
+                "webhook": False,
+                "avatar_url": None,
+            }
+        rendered: Json = {
+            "id": str(message.id),
+            "channel_id": str(message.channel_id),
+            "type": message.type,
+            "author": author,
+            "content": message.content,
+            "timestamp": message.timestamp.isoformat(),
+            "edited": message.edited_timestamp is not None,
+            "components": message.components,
+            "embeds": message.embeds,
+            "reactions": [
+                {"emoji": r.key, "count": len(r.user_ids), "me": viewer in r.user_ids}
+                for r in message.reactions
+            ],
+            "ephemeral": message.ephemeral,
+            "loading": bool(message.flags & LOADING),
+            "thread": None,
+            "reference_channel_id": None,
+            "interaction": None,
+        }
+        if message.thread_id is not None and message.thread_id in state.channels:
+            thread = state.channels[message.thread_id]
+            rendered["thread"] = {"id": str(thread.id), "name": thread.name}
+        reference = message.message_reference or {}
+        if reference.get("channel_id"):
+            rendered["reference_channel_id"] = str(reference["channel_id"])
+        interaction = state.interactions.get(message.interaction_id or 0)
+        if interaction is not None and interaction.type == 2:
+            invoker = state.users.get(interaction.user_id)
+            command = _command_name(interaction.data)
+            rendered["interaction"] = {
+                "user": invoker.username if invoker else "someone",
+                "command": command,
+            }
+        return rendered
+
+    # actions
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        channel_id = self._channel(_int(body, "channel_id"))
+        user_id = self._member(_int(body, "user_id"))
+        content = str(body.get("content") or "")
+        if not content.strip():
+            raise BadRequest("an empty message is not sent")
+        message = await self.fake.user_says(channel_id, user_id, content)
+        return web.json_response({"id": str(message.id)})
+
+    async def _command(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        channel_id = self._channel(_int(body, "channel_id"))
+        user_id = self._member(_int(body, "user_id"))
+        text = str(body.get("text") or "")
+        try:
+            parsed = parse_command(text, self._definitions(), resolve=self._resolve)
+        except CommandTextError as exc:
+            raise BadRequest(str(exc)) from None
+        try:
+            handle = await self.fake.invoke_command(
+                self.world.guild_id,
+                channel_id,
+                user_id,
+                parsed.command,
+                parsed.options,
+                bot=self.world.bot_user_id,
+            )
+        except (ValueError, LookupError) as exc:
+            raise BadRequest(str(exc)) from None
+        except RuntimeError:
+            return web.json_response({"error": "the bot is not connected yet"}, status=503)
+        return web.json_response(
+            {
+                "interaction_id": str(handle.id),
+                "command": parsed.command,
+                "options": {k: _jsonable(v) for k, v in parsed.options.items()},
+            }
+        )
+
+    def _resolve(self, kind: int, name: str) -> int | None:
+        """A user, channel or role of the playground guild by its name."""
+        state = self.fake.state
+        guild = state.guild(self.world.guild_id)
+        lowered = name.lower()
+        if kind == CHANNEL:
+            found = [
+                c.id
+                for c in state.channels.values()
+                if c.guild_id == guild.id and c.name.lower() == lowered
+            ]
+        elif kind == ROLE:
+            found = [r.id for r in guild.roles.values() if r.name.lower().lstrip("@") == lowered]
+        else:
+            found = [uid for uid in guild.members if state.users[uid].username.lower() == lowered]
+        return found[0] if found else None
+
+    async def _click(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        message_id = _int(body, "message_id")
+        user_id = self._member(_int(body, "user_id"))
+        custom_id = str(body.get("custom_id") or "")
+        message = self.fake.state.messages.get(message_id)
+        if message is None or message.guild_id != self.world.guild_id:
+            raise BadRequest("no such message")
+        values = body.get("values")
+        try:
+            if isinstance(values, list):
+                picked = [str(v) for v in values]
+                handle = await self.fake.select(message_id, custom_id, user_id, picked)
+            else:
+                handle = await self.fake.click_button(message_id, custom_id, user_id)
+        except LookupError as exc:
+            raise BadRequest(str(exc)) from None
+        except RuntimeError:
+            return web.json_response({"error": "the bot is not connected yet"}, status=503)
+        return web.json_response({"interaction_id": str(handle.id)})
+
+    # live updates
+
+    def fingerprints(self) -> tuple[Any, dict[int, int]]:
+        """A token for the channel list, and one per channel that changes with its messages."""
+        state = self.fake.state
+        tree = hash(
+            tuple(
+                (c.id, c.name, c.archived, c.parent_id)
+                for c in state.channels.values()
+                if c.guild_id == self.world.guild_id
+            )
+            + tuple((c.id, c.version) for c in state.commands.values())
+        )
+        channels: dict[int, int] = {}
+        for channel_id, ids in state.channel_messages.items():
+            parts = []
+            for message_id in ids:
+                m = state.messages.get(message_id)
+                if m is None:
+                    continue
+                parts.append(
+                    (
+                        m.id,
+                        m.edited_timestamp,
+                        m.flags,
+                        m.thread_id,
+                        tuple((r.key, len(r.user_ids)) for r in m.reactions),
+                    )
+                )
+            channels[channel_id] = hash(tuple(parts))
+        return tree, channels
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        await response.write(b"retry: 1000\nevent: hello\ndata: {}\n\n")
+        tree, channels = self.fingerprints()
+        signal = self.fake.state.changed
+        try:
+            while not self._closing.is_set():
+                woke = [False]
+
+                def after_change(flag: list[bool] = woke) -> bool | None:
+                    if flag[0]:
+                        return True
+                    flag[0] = True
+                    return None
+
+                try:
+                    async with asyncio.timeout(KEEPALIVE_SECONDS):
+                        await signal.wait_for(after_change)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if self._closing.is_set():
+                    break
+                await asyncio.sleep(COALESCE_SECONDS)  # rate limit: one event per burst
+                new_tree, new_channels = self.fingerprints()
+                changed = [
+                    str(cid) for cid, value in new_channels.items() if channels.get(cid) != value
+                ]
+                if new_tree == tree and not changed:
+                    continue
+                payload = {"tree": new_tree != tree, "channels": changed}
+                tree, channels = new_tree, new_channels
+                await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+        except ConnectionResetError:
+            pass  # the page went away; nothing to tell it
+        return response
+
+
+def _jsonable(value: Any) -> Any:
+    """Ids (ints) as strings, so the page's JavaScript never rounds a snowflake."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _command_name(data: Json) -> str:
+    """``agents spawn`` from an interaction's nested options."""
+    parts = [str(data.get("name", ""))]
+    options = data.get("options") or []
+    while options and int(options[0].get("type", 0)) in (1, 2):
+        parts.append(str(options[0]["name"]))
+        options = options[0].get("options") or []
+    return " ".join(parts)

@@ -1,0 +1,172 @@
+"""A demo model for the playground: no network, no key, clearly labelled as fake.
+
+Without a ``[providers.<name>]`` table there is no real model to talk to, yet the
+playground should show what the product does: text streaming under a persona,
+a tool that takes a while (so there is time to steer or queue a follow-up), a
+steer that visibly changes course, and a final answer. This provider plays that
+script from the conversation alone, so it is stateless and deterministic:
+
+- each turn works in ``steps`` steps; every step streams a short line of text in
+  small chunks and then calls the ``sleep`` tool for ``sleep_seconds``;
+- a steering message (the loop renders it as ``<steering …>text</steering>``) is
+  acknowledged in the next step's text: "changing course";
+- after ``steps`` tool results the turn ends with a final answer that quotes the
+  task and every steer, so a reader can tell the steer was taken into account.
+
+Every piece of text starts with :data:`LABEL` so nobody mistakes it for a model.
+It knows nothing about Discord: the playground passes it to ``build_services``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+
+from core.providers.types import (
+    ChatMessage,
+    ProviderEvent,
+    StreamDone,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = ["LABEL", "DemoPlan", "DemoProvider", "plan_reply"]
+
+LABEL = "[demo model]"
+"""The prefix of everything the demo model says."""
+
+_STEERING = re.compile(r"^<steering[^>]*>(?P<text>.*)</steering>$", re.DOTALL)
+_QUOTE_MAX = 160
+
+
+def _quote(text: str) -> str:
+    """One line of ``text``, shortened, in quotes: enough to recognise it."""
+    line = " ".join(text.split())
+    if len(line) > _QUOTE_MAX:
+        line = line[: _QUOTE_MAX - 1] + "…"
+    return f"“{line}”"
+
+
+def _steering_text(message: ChatMessage) -> str | None:
+    """The text of a steering message, or None for an ordinary user message."""
+    match = _STEERING.match((message.content or "").strip())
+    return match.group("text") if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class DemoPlan:
+    """What the next model call answers: text, and whether it calls ``sleep``."""
+
+    text: str
+    sleep: bool
+    step: int
+    """1-based step of the turn; ``steps + 1`` for the final answer."""
+
+
+def _current_turn(messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
+    """Messages since the last final answer (an assistant message without tool calls).
+
+    That is where the running turn began: its first user message(s) are the task
+    or the follow-up, later user messages are steers injected between steps.
+    """
+    start = 0
+    for index, message in enumerate(messages):
+        if message.role == "assistant" and not message.tool_calls:
+            start = index + 1
+    return messages[start:]
+
+
+def plan_reply(messages: Sequence[ChatMessage], *, steps: int, can_sleep: bool) -> DemoPlan:
+    """Decide the next answer from the conversation alone (pure, for tests)."""
+    turn = _current_turn(messages)
+    done = sum(1 for m in turn if m.role == "tool")
+    asks = [m.content or "" for m in turn if m.role == "user" and _steering_text(m) is None]
+    steers = [t for m in turn if m.role == "user" and (t := _steering_text(m)) is not None]
+    last = next((m for m in reversed(turn) if m.role != "tool"), None)
+    fresh_steer = last is not None and last.role == "user" and _steering_text(last) is not None
+    task = _quote(asks[-1]) if asks else "the task"
+
+    if done >= steps or not can_sleep:
+        lines = [f"{LABEL} Final answer for {task}:"]
+        if steers:
+            lines.append("I changed course as you steered: " + "; then ".join(map(_quote, steers)))
+            lines.append(f"so this answer follows {_quote(steers[-1])}.")
+        else:
+            lines.append(f"worked through {done} step{'s' if done != 1 else ''} and finished.")
+        lines.append("(This is the built-in demo model; configure [providers] for a real one.)")
+        return DemoPlan(text="\n".join(lines), sleep=False, step=steps + 1)
+
+    step = done + 1
+    if fresh_steer:
+        text = f"{LABEL} Steering received: changing course to {_quote(steers[-1])}. "
+    elif step == 1:
+        text = f"{LABEL} Working on {task}. "
+    else:
+        text = f"{LABEL} Continuing. "
+    text += f"Step {step}/{steps}: thinking for a moment…"
+    return DemoPlan(text=text, sleep=True, step=step)
+
+
+class DemoProvider:
+    """A :class:`~core.providers.types.Provider` that plays :func:`plan_reply`.
+
+    Args:
+        sleep_seconds: what each step asks the ``sleep`` tool to wait.
+        steps: sleeping steps per turn before the final answer.
+        chunk_chars: characters per streamed text piece.
+        chunk_delay: seconds between pieces, so streaming is visible (0 in unit tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        sleep_seconds: float = 3.0,
+        steps: int = 3,
+        chunk_chars: int = 8,
+        chunk_delay: float = 0.08,
+        name: str = "demo",
+    ) -> None:
+        if steps < 1:
+            raise ValueError(f"steps must be at least 1, not {steps}")
+        if sleep_seconds <= 0:
+            raise ValueError(f"sleep_seconds must be positive, not {sleep_seconds}")
+        self._name = name
+        self.sleep_seconds = sleep_seconds
+        self.steps = steps
+        self.chunk_chars = max(1, chunk_chars)
+        self.chunk_delay = max(0.0, chunk_delay)
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        model: str | None = None,
+    ) -> AsyncGenerator[ProviderEvent, None]:
+        """Stream the planned text in chunks, then the ``sleep`` call if the plan has one."""
+        self.calls += 1
+        can_sleep = any(tool.name == "sleep" for tool in tools)
+        plan = plan_reply(messages, steps=self.steps, can_sleep=can_sleep)
+        for start in range(0, len(plan.text), self.chunk_chars):
+            yield TextDelta(text=plan.text[start : start + self.chunk_chars])
+            await asyncio.sleep(self.chunk_delay)
+        usage = Usage(prompt_tokens=sum(len(m.content or "") for m in messages) // 4)
+        if plan.sleep:
+            arguments = json.dumps({"seconds": self.sleep_seconds})
+            call = ToolCall(id=f"demo_{uuid.uuid4().hex[:16]}", name="sleep", arguments=arguments)
+            yield ToolCallReady(call=call)
+            yield StreamDone(finish_reason="tool_calls", usage=usage)
+            return
+        yield StreamDone(finish_reason="stop", usage=usage)

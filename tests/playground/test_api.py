@@ -1,0 +1,205 @@
+"""The playground in-process, through the page's JSON API: spawn, steer, follow up, finish."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.playground import Playground, PlaygroundError
+from core.providers.demo import LABEL
+from fakediscord import Message
+from tests.playground.conftest import Page, StartPlayground, make_config, until
+
+FINAL = f"{LABEL} Final answer"
+
+
+def by_name(snapshot: dict, name: str) -> dict:
+    return next(c for c in snapshot["channels"] if c["name"] == name)
+
+
+def bound_thread(playground: Playground) -> int | None:
+    record = next(iter(playground.services.bindings.live()), None)
+    return int(record.conversation.conversation_id) if record is not None else None
+
+
+def persona(
+    playground: Playground, channel_id: int, needle: str, *, complete: bool = False
+) -> Message | None:
+    """The first persona message containing ``needle`` (fully streamed, if ``complete``)."""
+    return next(
+        (
+            m
+            for m in playground.fake.messages_in(channel_id)
+            if m.webhook_id is not None
+            and needle in m.content
+            and (not complete or m.content.endswith("for a real one.)"))
+        ),
+        None,
+    )
+
+
+def status_idle(playground: Playground, thread: int) -> bool | None:
+    return any(m.content == "Status: ✅ idle" for m in playground.fake.messages_in(thread)) or None
+
+
+def marked(playground: Playground, message_id: int, emoji: str) -> bool | None:
+    message = playground.fake.state.messages[message_id]
+    return any(r.emoji_name == emoji for r in message.reactions) or None
+
+
+async def test_session_spawn_steer_follow_up_and_completion(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    playground = await start_playground(sleep_seconds=1.5, steps=2)
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    assert [c["name"] for c in snapshot["channels"]] == ["general", "research"]
+    assert {u["name"]: u["admin"] for u in snapshot["users"]} == {"alice": False, "admin": True}
+    assert any(e["usage"].startswith("/agents spawn task:<text>") for e in snapshot["commands"])
+    general = by_name(snapshot, "general")["id"]
+    alice = next(u["id"] for u in snapshot["users"] if u["name"] == "alice")
+
+    spawned = await page.post(
+        "/api/command",
+        {
+            "channel_id": general,
+            "user_id": alice,
+            "text": '/agents spawn task:"map the moon" mode:session',
+        },
+    )
+    assert spawned["options"] == {"task": "map the moon", "mode": "session"}
+    thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+    await until(playground, lambda: persona(playground, thread, "Step 1/2"), "the first step")
+
+    steer = await page.post(
+        "/api/messages",
+        {"channel_id": str(thread), "user_id": alice, "content": "map Mars instead"},
+    )
+    await until(playground, lambda: marked(playground, int(steer["id"]), "🧭"), "the steer mark")
+    follow = await page.post(
+        "/api/messages", {"channel_id": str(thread), "user_id": alice, "content": ">> and Venus"}
+    )
+    await until(
+        playground, lambda: marked(playground, int(follow["id"]), "📥"), "the follow-up mark"
+    )
+
+    await until(
+        playground,
+        lambda: persona(playground, thread, "changing course to “map Mars instead”"),
+        "the new course",
+    )
+    final = await until(
+        playground,
+        lambda: persona(playground, thread, "as you steered", complete=True),
+        "the final answer",
+    )
+    assert "“map Mars instead”" in final.content
+    await until(
+        playground,
+        lambda: persona(playground, thread, "Final answer for “and Venus”"),
+        "the follow-up's answer",
+    )
+    await until(playground, lambda: status_idle(playground, thread), "the idle status line")
+
+    rendered = await page.get(f"/api/channels/{thread}/messages?viewer={alice}")
+    texts = [m["content"] for m in rendered["messages"]]
+    assert any(FINAL in t for t in texts)
+    steer_view = next(m for m in rendered["messages"] if m["id"] == steer["id"])
+    assert steer_view["reactions"] == [{"emoji": "🧭", "count": 1, "me": False}]
+    personas = {m["author"]["name"] for m in rendered["messages"] if m["author"]["webhook"]}
+    assert personas == {"Subagent"}
+    parent = await page.get(f"/api/channels/{general}/messages?viewer={alice}")
+    assert not any(FINAL in m["content"] for m in parent["messages"])
+    assert playground.counts().bindings == 1
+
+
+async def test_bad_commands_are_explained(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    playground = await start_playground()
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    general = by_name(snapshot, "general")["id"]
+    alice = snapshot["users"][0]["id"]
+    body = {"channel_id": general, "user_id": alice}
+    error = await page.post("/api/command", body | {"text": "/agents spawn"}, status=400)
+    assert "needs task" in error["error"]
+    error = await page.post("/api/command", body | {"text": "/nope"}, status=400)
+    assert "known: /agents" in error["error"]
+    error = await page.post("/api/messages", body | {"user_id": "1", "content": "x"}, status=400)
+    assert "not one of the playground's users" in error["error"]
+
+
+async def test_events_name_the_changed_channel(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    playground = await start_playground()
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    research = by_name(snapshot, "research")["id"]
+    alice = snapshot["users"][0]["id"]
+    async with http.get(page.url + "/api/events") as stream:
+        assert stream.headers["Content-Type"] == "text/event-stream"
+        lines = stream.content
+        assert (await lines.readline()).startswith(b"retry:")
+        await page.post(
+            "/api/messages", {"channel_id": research, "user_id": alice, "content": "hi"}
+        )
+        while True:
+            line = (await lines.readline()).decode()
+            if line.startswith("data: ") and line[6:].strip() != "{}":
+                break
+        change = json.loads(line[6:])
+        assert change["channels"] == [research]
+        assert change["tree"] is False
+
+
+async def test_a_restart_finds_the_saved_world(start_playground: StartPlayground) -> None:
+    first = await start_playground()
+    guild_id = first.world.guild_id
+    channel = next(c for c in first.fake.state.guild_channels(guild_id) if c.name == "research")
+    alice = first.world.member_ids[0]
+    await first.fake.user_says(channel, alice, "remember me")
+    await first.stop()
+    second = await start_playground()
+    assert second.world.guild_id == guild_id
+    assert [m.content for m in second.fake.messages_in(channel.id)] == ["remember me"]
+
+
+async def test_requests_from_other_sites_are_refused(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """No login on the page, so a web site must not drive it through a visitor's browser."""
+    playground = await start_playground()
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    body = {
+        "channel_id": by_name(snapshot, "general")["id"],
+        "user_id": snapshot["users"][0]["id"],
+        "content": "x",
+    }
+    url = page.url + "/api/messages"
+    async with http.post(url, data=json.dumps(body), headers={"Content-Type": "text/plain"}) as r:
+        assert r.status == 403
+    async with http.post(url, json=body, headers={"Origin": "http://evil.example"}) as r:
+        assert r.status == 403
+    async with http.get(page.url + "/api/state", headers={"Host": "evil.example"}) as r:
+        assert r.status == 403
+    async with http.post(url, json=body, headers={"Origin": page.url}) as r:
+        assert r.status == 200
+
+
+async def test_a_taken_port_is_named(tmp_path: Path, start_playground: StartPlayground) -> None:
+    first = await start_playground()
+    port = int(first.url.rsplit(":", 1)[1].strip("/"))
+    config = make_config(tmp_path / "second", sleep_seconds=1.0)
+    second = Playground(config, port=port)
+    with pytest.raises(PlaygroundError, match=f"cannot listen on 127.0.0.1:{port}"):
+        await second.start()
+    assert second.services is None  # the bot was never started
+    with pytest.raises(aiohttp.ClientConnectionError):  # and the fake Discord stopped again
+        async with aiohttp.ClientSession() as session, session.get(second.fake.base_url):
+            pass

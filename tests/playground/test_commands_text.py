@@ -1,0 +1,193 @@
+"""Slash commands typed as text, parsed against registered command definitions."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.playground.commands_text import (
+    CommandTextError,
+    Token,
+    help_entries,
+    parse_command,
+    tokenize,
+)
+
+AGENTS = {
+    "name": "agents",
+    "type": 1,
+    "description": "Start and list subagents.",
+    "options": [
+        {
+            "type": 1,
+            "name": "spawn",
+            "description": "Start a subagent on a task.",
+            "options": [
+                {"type": 3, "name": "task", "description": "What", "required": True},
+                {"type": 3, "name": "agent", "description": "Who", "required": False},
+                {
+                    "type": 3,
+                    "name": "mode",
+                    "description": "How",
+                    "required": False,
+                    "choices": [
+                        {"name": "run", "value": "run"},
+                        {"name": "session", "value": "session"},
+                    ],
+                },
+            ],
+        },
+        {"type": 1, "name": "list", "description": "Bound threads."},
+    ],
+}
+CONFIG = {
+    "name": "config",
+    "type": 1,
+    "description": "Flags.",
+    "options": [
+        {
+            "type": 2,
+            "name": "flags",
+            "description": "A group.",
+            "options": [
+                {
+                    "type": 1,
+                    "name": "set",
+                    "description": "Set a flag.",
+                    "options": [
+                        {"type": 3, "name": "key", "description": "k", "required": True},
+                        {"type": 5, "name": "value", "description": "v", "required": True},
+                        {"type": 4, "name": "hours", "description": "h"},
+                        {"type": 10, "name": "ratio", "description": "r"},
+                        {"type": 6, "name": "user", "description": "u"},
+                        {"type": 7, "name": "channel", "description": "c"},
+                    ],
+                }
+            ],
+        }
+    ],
+}
+STEER = {
+    "name": "steer",
+    "type": 1,
+    "description": "Steer the agent.",
+    "options": [{"type": 3, "name": "text", "description": "t", "required": True}],
+}
+USER_MENU = {"name": "Inspect", "type": 2, "description": ""}
+DEFINITIONS = [AGENTS, CONFIG, STEER, USER_MENU]
+
+
+class TestTokenize:
+    def test_named_quoted_and_bare_words(self) -> None:
+        assert tokenize('agents spawn task:"look into \\"X\\" now" mode:session') == [
+            Token("agents"),
+            Token("spawn"),
+            Token('look into "X" now', "task"),
+            Token("session", "mode"),
+        ]
+
+    def test_single_and_typographic_quotes(self) -> None:
+        assert tokenize("a:'one two' b:“three four”") == [
+            Token("one two", "a"),
+            Token("three four", "b"),
+        ]
+
+    def test_unclosed_quote_is_an_error(self) -> None:
+        with pytest.raises(CommandTextError, match="not closed"):
+            tokenize('task:"never closed')
+
+    def test_colon_inside_a_value_is_kept(self) -> None:
+        assert tokenize("url:http://x/y") == [Token("http://x/y", "url")]
+
+
+class TestParse:
+    def test_spawn_with_options(self) -> None:
+        parsed = parse_command('/agents spawn task:"research X" mode:session', DEFINITIONS)
+        assert parsed.path == ("agents", "spawn")
+        assert parsed.command == "agents spawn"
+        assert parsed.options == {"task": "research X", "mode": "session"}
+
+    def test_names_are_case_insensitive_and_choices_accept_names(self) -> None:
+        parsed = parse_command("/Agents SPAWN Task:x MODE:Session", DEFINITIONS)
+        assert parsed.options == {"task": "x", "mode": "session"}
+
+    def test_loose_words_fill_the_first_unset_option(self) -> None:
+        assert parse_command("/steer change course now", DEFINITIONS).options == {
+            "text": "change course now"
+        }
+        parsed = parse_command("/agents spawn mode:run dig into logs", DEFINITIONS)
+        assert parsed.options == {"mode": "run", "task": "dig into logs"}
+
+    def test_subcommand_group_and_typed_values(self) -> None:
+        parsed = parse_command(
+            "/config flags set key:spawnSubagentSessions value:yes hours:3 ratio:0.5 "
+            "user:<@!42> channel:<#7>",
+            DEFINITIONS,
+        )
+        assert parsed.path == ("config", "flags", "set")
+        assert parsed.options == {
+            "key": "spawnSubagentSessions",
+            "value": True,
+            "hours": 3,
+            "ratio": 0.5,
+            "user": 42,
+            "channel": 7,
+        }
+
+    def test_names_resolve_through_the_resolver(self) -> None:
+        seen = []
+
+        def resolve(kind: int, name: str) -> int | None:
+            seen.append((kind, name))
+            return {"alice": 5, "general": 9}.get(name)
+
+        parsed = parse_command(
+            "/config flags set key:k value:off user:@alice channel:#general",
+            DEFINITIONS,
+            resolve=resolve,
+        )
+        assert parsed.options["value"] is False
+        assert (parsed.options["user"], parsed.options["channel"]) == (5, 9)
+        assert seen == [(6, "alice"), (7, "general")]
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("agents list", "starts with /"),
+            ("/", "type a command name"),
+            ("/nope", "no command /nope; known: /agents, /config, /steer"),
+            ("/agents", "needs a subcommand: one of spawn, list"),
+            ("/agents fly", "has no subcommand 'fly'"),
+            ("/agents spawn mode:run", "needs task"),
+            ("/agents spawn task:x mode:forever", "mode must be one of run|session"),
+            ("/agents spawn task:x colour:red", "has no option 'colour'"),
+            ("/agents spawn task:x task:y", "given twice"),
+            ("/agents list extra words", "don't know what 'extra words' is for"),
+            ("/config flags set key:k value:maybe", "value must be true or false"),
+            ("/config flags set key:k value:on hours:many", "hours must be an integer"),
+            ("/config flags set key:k value:on user:bob", "no @user called 'bob'"),
+        ],
+    )
+    def test_errors_say_what_would_work(self, text: str, message: str) -> None:
+        with pytest.raises(CommandTextError, match=message.replace("|", r"\|")):
+            parse_command(text, DEFINITIONS)
+
+    def test_context_menu_commands_are_not_typed(self) -> None:
+        with pytest.raises(CommandTextError, match="no command /Inspect"):
+            parse_command("/Inspect", DEFINITIONS)
+
+
+def test_help_lists_every_invocable_path() -> None:
+    usages = [(e.usage, e.description) for e in help_entries(DEFINITIONS)]
+    assert usages == [
+        ("/agents list", "Bound threads."),
+        (
+            "/agents spawn task:<text> [agent:<text>] [mode:run|session]",
+            "Start a subagent on a task.",
+        ),
+        (
+            "/config flags set key:<text> value:<true|false> [hours:<integer>] "
+            "[ratio:<number>] [user:<@user>] [channel:<#channel>]",
+            "Set a flag.",
+        ),
+        ("/steer text:<text>", "Steer the agent."),
+    ]

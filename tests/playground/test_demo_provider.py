@@ -1,0 +1,115 @@
+"""The demo model: a labelled, deterministic script driven by the conversation alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.agent.messages import render_steering
+from core.providers.demo import LABEL, DemoProvider, plan_reply
+from core.providers.types import (
+    ChatMessage,
+    StreamDone,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    ToolSpec,
+)
+
+SLEEP = ToolSpec(name="sleep", description="wait", parameters={"type": "object"})
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def step(number: int, text: str = "working") -> list[ChatMessage]:
+    """An assistant step that called sleep, and its tool result."""
+    call = ToolCall(id=f"c{number}", name="sleep", arguments='{"seconds": 1}')
+    return [
+        ChatMessage(role="assistant", content=text, tool_calls=(call,)),
+        ChatMessage(role="tool", tool_call_id=f"c{number}", name="sleep", content="slept"),
+    ]
+
+
+async def play(provider: DemoProvider, messages: list[ChatMessage], tools=(SLEEP,)) -> tuple:
+    events = [e async for e in provider.stream(messages, tools=tools)]
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    calls = [e.call for e in events if isinstance(e, ToolCallReady)]
+    assert isinstance(events[-1], StreamDone)
+    return text, calls, events
+
+
+class TestPlan:
+    def test_first_step_names_the_task_and_sleeps(self) -> None:
+        plan = plan_reply([user("map the moon")], steps=3, can_sleep=True)
+        assert plan.sleep
+        assert plan.step == 1
+        assert plan.text.startswith(LABEL)
+        assert "“map the moon”" in plan.text
+        assert "Step 1/3" in plan.text
+
+    def test_after_all_steps_the_final_answer_quotes_the_task(self) -> None:
+        messages = [user("map the moon"), *step(1), *step(2)]
+        plan = plan_reply(messages, steps=2, can_sleep=True)
+        assert not plan.sleep
+        assert plan.text.startswith(f"{LABEL} Final answer for “map the moon”")
+
+    def test_a_steer_changes_course_and_shows_in_the_final_answer(self) -> None:
+        messages = [user("map the moon"), *step(1), user(render_steering("map Mars instead"))]
+        plan = plan_reply(messages, steps=2, can_sleep=True)
+        assert plan.sleep
+        assert plan.step == 2
+        assert "changing course to “map Mars instead”" in plan.text
+        final = plan_reply([*messages, *step(2)], steps=2, can_sleep=True)
+        assert "as you steered: “map Mars instead”" in final.text
+        assert "Final answer for “map the moon”" in final.text
+
+    def test_a_follow_up_starts_a_new_turn_about_it(self) -> None:
+        first = [user("map the moon"), *step(1), ChatMessage(role="assistant", content="done")]
+        plan = plan_reply([*first, user("now the sun")], steps=2, can_sleep=True)
+        assert plan.step == 1
+        assert "“now the sun”" in plan.text
+
+    def test_without_the_sleep_tool_it_answers_at_once(self) -> None:
+        plan = plan_reply([user("x")], steps=3, can_sleep=False)
+        assert not plan.sleep
+        assert "Final answer" in plan.text
+
+    def test_long_messages_are_shortened_to_one_line(self) -> None:
+        plan = plan_reply([user("word\n" * 100)], steps=1, can_sleep=True)
+        assert "\n" not in plan.text
+        assert "…”" in plan.text
+
+
+class TestStream:
+    async def test_streams_small_chunks_then_calls_sleep(self) -> None:
+        provider = DemoProvider(sleep_seconds=0.25, steps=2, chunk_chars=5, chunk_delay=0)
+        text, calls, events = await play(provider, [user("map the moon")])
+        chunks = [e for e in events if isinstance(e, TextDelta)]
+        assert len(chunks) > 3
+        assert all(len(c.text) <= 5 for c in chunks)
+        assert text == plan_reply([user("map the moon")], steps=2, can_sleep=True).text
+        (call,) = calls
+        assert call.name == "sleep"
+        assert json.loads(call.arguments) == {"seconds": 0.25}
+        assert events[-1].finish_reason == "tool_calls"
+
+    async def test_final_answer_stops(self) -> None:
+        provider = DemoProvider(steps=1, chunk_delay=0)
+        text, calls, events = await play(provider, [user("x"), *step(1)])
+        assert calls == []
+        assert events[-1].finish_reason == "stop"
+        assert text.startswith(f"{LABEL} Final answer")
+
+    async def test_same_conversation_same_answer(self) -> None:
+        provider = DemoProvider(steps=2, chunk_delay=0)
+        first, _, _ = await play(provider, [user("x"), *step(1)])
+        second, _, _ = await play(provider, [user("x"), *step(1)])
+        assert first == second
+
+    @pytest.mark.parametrize("kwargs", [{"steps": 0}, {"sleep_seconds": 0}])
+    def test_bad_settings_are_refused(self, kwargs: dict) -> None:
+        with pytest.raises(ValueError, match="must be"):
+            DemoProvider(**kwargs)

@@ -1,0 +1,102 @@
+"""``python -m bot`` without a token: the playground starts, answers, and stops on SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 60.0
+POLL = 0.2
+
+
+async def read_url(stdout: asyncio.StreamReader, seen: list[str]) -> str:
+    while True:
+        line = (await stdout.readline()).decode()
+        if not line:
+            raise AssertionError(f"the process ended its output without a URL: {seen}")
+        seen.append(line)
+        match = re.search(r"open (http://127\.0\.0\.1:\d+/)", line)
+        if match:
+            return match.group(1)
+
+
+async def poll(session: aiohttp.ClientSession, url: str, find) -> object:
+    """GET ``url`` until ``find(json)`` is not None; a deadline bounds it."""
+    async with asyncio.timeout(DEADLINE):
+        while True:
+            async with session.get(url) as response:
+                found = find(await response.json())
+            if found is not None:
+                return found
+            await asyncio.sleep(POLL)
+
+
+async def test_no_token_opens_the_playground_and_sigint_stops_it(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        "[playground]\nport = 0\ndemo_sleep_seconds = 0.2\ndemo_steps = 1\n"
+        '[logging]\njson_file = "bot.jsonl"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
+    env["PYTHONPATH"] = str(ROOT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(DEADLINE):
+            url = await read_url(process.stdout, seen)
+        assert "no Discord token set (DISCORD_TOKEN)" in "".join(seen)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url) as page:
+                assert page.status == 200
+                assert "threadbound playground" in await page.text()
+            async with session.get(url + "api/state") as response:
+                state = await response.json()
+            general = next(c["id"] for c in state["channels"] if c["name"] == "general")
+            alice = next(u["id"] for u in state["users"] if u["name"] == "alice")
+            body = {"channel_id": general, "user_id": alice, "text": "/agents spawn task:hello"}
+            async with session.post(url + "api/command", json=body) as response:
+                assert response.status == 200, await response.text()
+
+            def thread_of(snapshot: dict) -> str | None:
+                threads = [c["id"] for c in snapshot["channels"] if c["thread"]]
+                return threads[0] if threads else None
+
+            thread = await poll(session, url + "api/state", thread_of)
+
+            def answer(data: dict) -> str | None:
+                found = [m["content"] for m in data["messages"] if "Final answer" in m["content"]]
+                return found[0] if found else None
+
+            reply = await poll(session, f"{url}api/channels/{thread}/messages", answer)
+            assert "[demo model]" in reply
+            assert "“hello”" in reply
+    finally:
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            _, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert "playground http://127.0.0.1:" in stderr.decode()  # the progress line
+    saved = json.loads((tmp_path / "playground.json").read_text())
+    assert any(c["name"] == "general" for c in saved["channels"].values())
+    assert (tmp_path / "playground.db").exists()
+    events = [
+        json.loads(line)["event"] for line in (tmp_path / "bot.jsonl").read_text().splitlines()
+    ]
+    assert "playground.started" in events
+    assert events[-1] == "bot.stopped"
