@@ -15,11 +15,12 @@ __all__ = [
     "PendingCompletion",
     "claim",
     "delete_subagent",
+    "delivery_statuses",
     "get_subagent",
     "insert_completion",
     "list_subagents",
     "mark_delivered",
-    "pending_completions",
+    "recover_pending",
     "release",
     "upsert_subagent",
 ]
@@ -131,9 +132,10 @@ def release(conn: Connection, completion_id: str, give_up: bool) -> None:
     )
 
 
-def pending_completions(conn: Connection) -> list[PendingCompletion]:
-    """Completions not delivered yet, oldest first. A row left ``sending`` by a
-    process that died mid-post is returned to ``pending`` first."""
+def recover_pending(conn: Connection) -> list[PendingCompletion]:
+    """At start-up only: completions not delivered yet, oldest first. A row left
+    ``sending`` by a process that died mid-post is returned to ``pending`` first
+    (called while this process posts, it would let a second post through)."""
     conn.execute(update(_D).where(_D.c.status == "sending").values(status="pending"))
     rows = conn.execute(
         select(_D).where(_D.c.status == "pending").order_by(_D.c.created_at, _D.c.completion_id)
@@ -141,10 +143,6 @@ def pending_completions(conn: Connection) -> list[PendingCompletion]:
     return [dict(row._mapping) for row in rows]
 
 
-def delivered_count(conn: Connection, session_key: str) -> int:
-    rows = conn.execute(
-        select(_D.c.completion_id).where(
-            _D.c.session_key == session_key, _D.c.status == "delivered"
-        )
-    )
-    return len(rows.all())
+def delivery_statuses(conn: Connection) -> dict[str, str]:
+    """Every completion id and its status (a read for reports and tests)."""
+    return {row[0]: row[1] for row in conn.execute(select(_D.c.completion_id, _D.c.status))}

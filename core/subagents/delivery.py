@@ -122,9 +122,9 @@ class CompletionDelivery:
             )
         )
 
-    async def pending(self) -> list[_repository.PendingCompletion]:
-        """Completions left undelivered (at start-up: what a previous process did not post)."""
-        return await self._db.run(_repository.pending_completions)
+    async def recover(self) -> list[_repository.PendingCompletion]:
+        """At start-up: the completions a previous process recorded but did not post."""
+        return await self._db.run(_repository.recover_pending)
 
     async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.

@@ -447,7 +447,7 @@ class SubagentService:
             return
         self._started = True
         records = {r.session_key: r for r in await self.list()}
-        for row in await self.delivery.pending():
+        for row in await self.delivery.recover():
             record = records.get(row["session_key"])
             if record is None:
                 continue

@@ -273,8 +273,8 @@ class TestRecovery:
             await second.settle()
             assert len(second.sink.bound) == 1
             assert second.adapter.farewells[0][1] == "run-complete"
-            row = await second.database.run(_repository.pending_completions)
-            assert row == []
+            statuses = await second.database.run(_repository.delivery_statuses)
+            assert list(statuses.values()) == ["delivered"]
             assert spawned.record.session_key in {
                 r.session_key for r in await second.service.list()
             }

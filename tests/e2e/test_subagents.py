@@ -1,0 +1,165 @@
+"""Subagents end to end over the fake Discord: where each completion lands, and how often."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from core.providers.scripted import Step
+from core.providers.types import ToolCall
+from core.subagents import _repository
+from tests.e2e.conftest import Bot, StartBot
+from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, spawn
+
+SLEEP = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
+ANNOUNCED = "completed its task."
+FAREWELL = "no longer bound to its agent: the subagent finished its task"
+
+
+async def done(bot: Bot) -> None:
+    """Every watcher, delivery and Discord send in flight has finished."""
+    async with asyncio.timeout(TIMEOUT):
+        await bot.services.subagents.wait_settled()
+        await bot.client.account.drain()
+
+
+def thread_of(followups: list) -> int:
+    (reply,) = followups
+    return int(re.search(r"<#(\d+)>", reply.body["content"]).group(1))
+
+
+def contents(bot: Bot, channel_id: int) -> list[str]:
+    return [m.content for m in bot.fake.messages_in(channel_id)]
+
+
+def sleep_then_answer(messages: Any) -> Step:
+    """First a 5 s tool call, then an answer naming the task."""
+    if messages[-1].role == "user":
+        return Step(tool_calls=(SLEEP,))
+    task = next(m.content for m in messages if m.role == "user")
+    return Step(text=f"result of {task}")
+
+
+async def test_two_concurrent_completions_land_in_their_own_threads_once(
+    start_bot: StartBot,
+) -> None:
+    """Two subagents from one channel finish together: each result once, in its own thread."""
+    bot = await start_bot(sleep_then_answer)
+    threads = {task: thread_of(await spawn(bot, task)) for task in ("alpha", "beta")}
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers(2)
+    await bot.clock.advance(5)  # both tools end at the same moment
+    await done(bot)
+
+    for task, thread_id in threads.items():
+        said = contents(bot, thread_id)
+        assert [c for c in said if ANNOUNCED in c] == ["✅ **Subagent** completed its task."]
+        answers = [m.content for m in persona_messages(bot.fake, thread_id)]
+        assert answers.count(f"result of {task}") == 1
+        assert FAREWELL in said[-1]  # run mode: the thread is let go after the announcement
+        assert said.index(next(c for c in said if ANNOUNCED in c)) < len(said) - 1
+    parent = contents(bot, bot.world.channel.id)
+    assert not [c for c in parent if "result of" in c or ANNOUNCED in c]
+    assert list(bot.services.bindings.live()) == []
+    statuses = await bot.services.database.run(_repository.delivery_statuses)
+    assert sorted(statuses.values()) == ["delivered", "delivered"]
+    states = sorted(r.state for r in await bot.services.subagents.list())
+    assert states == ["completed", "completed"]
+
+
+async def test_restart_between_completion_and_delivery_delivers_once(
+    start_bot: StartBot,
+) -> None:
+    """The process dies after recording the completion: the next start posts it, once."""
+    first = await start_bot([Step(text="the result")], db_name="restart.db")
+
+    async def killed(*_args: Any) -> bool:
+        raise RuntimeError("process killed between completion and delivery")
+
+    first.services.subagents.delivery.deliver = killed  # type: ignore[method-assign]
+    thread_id = thread_of(await spawn(first, "work"))
+    await done(first)
+    assert not [c for c in contents(first, thread_id) if ANNOUNCED in c]
+    await first.client.close()
+    await first.services.close()
+
+    second = await start_bot([], db_name="restart.db")
+    await done(second)  # on_ready picked up the recorded completion
+    await second.services.subagents.start()  # a second start posts nothing more
+    await done(second)
+    statuses = await second.services.database.run(_repository.delivery_statuses)
+    assert list(statuses.values()) == ["delivered"]
+    said = contents(second, thread_id)
+    assert len([c for c in said if ANNOUNCED in c]) == 1
+    assert FAREWELL in said[-1]
+
+
+async def test_session_mode_keeps_the_thread_and_continues_with_history(
+    start_bot: StartBot,
+) -> None:
+    """A session is announced once, stays bound, and the next message continues it."""
+    bot = await start_bot([Step(text="first answer"), Step(text="second answer")])
+    thread_id = thread_of(await spawn(bot, "remember 7", mode="session"))
+    await done(bot)
+    (announcement,) = [c for c in contents(bot, thread_id) if ANNOUNCED in c]
+    assert "stays active" in announcement
+    record = bot.binding()
+
+    await bot.fake.user_says(thread_id, bot.world.alice, "what number?")
+    async with asyncio.timeout(TIMEOUT):
+        await bot.provider.wait_calls(2)
+        agent = await bot.services.runtime.get(record.target_session_key)
+        await agent.wait_idle()
+    await done(bot)
+    sent = bot.provider.calls[1]
+    assert [m.content for m in sent if m.role == "user"] == ["remember 7", "what number?"]
+    assert [m.content for m in sent if m.role == "assistant"] == ["first answer"]
+    assert len([c for c in contents(bot, thread_id) if ANNOUNCED in c]) == 1  # once per task
+    assert bot.binding() == record
+    (subagent,) = await bot.services.subagents.list()
+    assert subagent.state == "idle"
+
+
+async def test_legacy_path_is_untouched_when_spawning_is_off(start_bot: StartBot) -> None:
+    """Flag off: the answer alone in the channel, no thread, no subagent record, no header."""
+    bot = await start_bot([Step(text="legacy answer")], spawn_threads=False)
+    await spawn(bot, "answer here")
+    await bot.fake.wait_for_message(bot.world.channel.id, lambda m: m.content == "legacy answer")
+    await done(bot)
+    assert not [c for c in contents(bot, bot.world.channel.id) if ANNOUNCED in c]
+    assert await bot.services.subagents.list() == []
+
+
+async def test_thread_deleted_mid_run_falls_back_to_the_requester(start_bot: StartBot) -> None:
+    """The thread disappears under a running subagent: the result goes to the channel, logged."""
+    bot = await start_bot(sleep_then_answer)
+    thread_id = thread_of(await spawn(bot, "gamma"))
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers()
+    await bot.fake.delete_channel(thread_id)
+    await bot.clock.advance(5)
+    await done(bot)
+    (fallback,) = [c for c in contents(bot, bot.world.channel.id) if ANNOUNCED in c]
+    assert fallback.endswith("result of gamma")
+    assert list(bot.services.bindings.live()) == []
+
+
+async def test_agents_list_shows_states_threads_and_usage(start_bot: StartBot) -> None:
+    """/agents list: a completed run and an idle session, each with its usage."""
+    bot = await start_bot([Step(text="one"), Step(text="two")])
+    await spawn(bot, "run task")
+    await done(bot)
+    session_thread = thread_of(await spawn(bot, "session task", mode="session"))
+    await done(bot)
+    w = bot.world
+    handle = await bot.fake.invoke_command(w.guild, w.channel, w.alice, "agents list")
+    async with asyncio.timeout(TIMEOUT):
+        reply = await handle.wait_response()
+    text = reply.body["data"]["content"]
+    lines = text.splitlines()
+    (session_line,) = [line for line in lines if f"<#{session_thread}>" in line]
+    (run_line,) = [line for line in lines if "no thread" in line]
+    assert " idle" in session_line
+    assert " completed" in run_line
+    assert all("tokens" in line for line in lines)
