@@ -99,7 +99,8 @@ class ThreadPresenter:
             self._then(status.close())
 
     def on_event(self, event: AgentEvent) -> None:
-        if isinstance(event, _STATUS_EVENTS):
+        turn_over = isinstance(event, TurnEnded | TurnCancelled)
+        if isinstance(event, _STATUS_EVENTS) and not turn_over:
             self._show_status()
         if isinstance(event, TextDelta):
             if self._stream is None:
@@ -113,6 +114,8 @@ class ThreadPresenter:
             event, ToolStarted | ToolsSkipped | SteeringInjected | TurnEnded | TurnCancelled
         ):
             self._close_stream()  # the next words start a new message, in order
+            if turn_over:  # "idle" only once the turn's last words have landed
+                self._then(self._status_now())
         elif isinstance(event, AgentErrorEvent):
             self._close_stream()
             self._then(self._notice(f"⚠️ {event.message}"))
@@ -123,6 +126,9 @@ class ThreadPresenter:
             await asyncio.shield(self._chain)
         if self._status is not None:
             await self._status.flush()
+
+    async def _status_now(self) -> None:
+        self._show_status()
 
     def _show_status(self) -> None:
         """Refresh the status line (one bot message per thread, edited sparingly)."""

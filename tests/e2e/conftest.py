@@ -54,6 +54,7 @@ async def start_bot(
         agents: dict[str, Any] | None = None,
         extra_commands: Callable[[AccountRuntime], list[Any]] | None = None,
         subagent_timeout: float = 0,
+        min_edit_interval: float = 0,
     ) -> Bot:
         config = parse_config(
             {
@@ -73,7 +74,9 @@ async def start_bot(
         provider = ScriptedProvider(steps if callable(steps) else list(steps))
         services = await build_services(config, clock=clock, env={}, provider=provider)
         started.append(services)
-        client = ThreadboundClient("default", services, ManagerRegistry(), min_edit_interval=0)
+        client = ThreadboundClient(
+            "default", services, ManagerRegistry(), min_edit_interval=min_edit_interval
+        )
         if extra_commands is not None:  # commands the client does not register yet
             for command in extra_commands(client.account):
                 client.tree.add_command(command)

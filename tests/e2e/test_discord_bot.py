@@ -326,3 +326,38 @@ class TestThreadTrouble:
         bot.fake.fail_next("POST", "/webhooks/*", 429, retry_after=0.01)
         sent = await bot.client.account.delivery.send(record, Persona("Scout"), "after a pause")
         assert sent.path == "webhook"
+
+
+async def test_status_turns_idle_only_after_the_last_words_landed(start_bot: StartBot) -> None:
+    """The idle status edit reaches Discord after the turn's final text, never before it.
+
+    The status line was last edited long ago (its edit is due at once) while the
+    answer's last edit still waits out the interval: the status must wait too.
+    """
+    sleep = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
+    bot = await start_bot(
+        [Step(tool_calls=(sleep,)), Step(text="one two three four five six", chunks=6)],
+        min_edit_interval=1,
+    )
+    await spawn(bot, "count", mode="session")
+    record = bot.binding()
+    thread_id = int(record.conversation.conversation_id)
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers()
+    await bot.clock.advance(5)  # the tool ends; the answer streams at t=5
+    agent = await bot.services.runtime.get(record.target_session_key)
+    async with asyncio.timeout(TIMEOUT):
+        await agent.wait_idle()
+        await bot.clock.wait_for_sleepers()  # the answer's last edit, due at t=6
+    await bot.clock.advance(1)
+    await settle(bot, record.target_session_key)
+    requests = bot.fake.requests
+    idle = max(
+        i
+        for i, r in enumerate(requests)
+        if r.method == "PATCH"
+        and r.path.startswith(f"/channels/{thread_id}/messages/")
+        and "idle" in (r.json or {}).get("content", "")
+    )
+    last_text = max(i for i, r in enumerate(requests) if r.path.startswith("/webhooks/"))
+    assert last_text < idle
