@@ -46,6 +46,8 @@ class AccountRuntime:
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self._presenters: dict[str, tuple[Agent, ThreadPresenter]] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.in_progress: set[tuple[str, ...]] = set()
+        """Work on one binding that must not run twice at once (a double press, say)."""
         self._min_edit_interval = min_edit_interval
         services.sinks.register(
             DiscordCompletionSink(self.delivery, before_post=self._settle_presenter)

@@ -9,10 +9,12 @@ from adapters.discord.ids import conversation_for
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
 from bot.commands.agents import agents_group
+from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
+from bot.handoff_views import setup_handoffs
 from bot.wiring import Services
 from core.logging import get_logger
 
@@ -59,9 +61,11 @@ class ThreadboundClient(discord.Client):
             *steering_commands(self.account),
             *tree_commands(self.account),
             *focus_commands(self.account),
+            *artifacts_commands(self.account),
         ]
         for command in commands:
             self.tree.add_command(command)
+        setup_handoffs(self, self.account)
         guilds = self.services.config.discord.command_guild_ids
         if guilds:
             for guild_id in guilds:

@@ -21,6 +21,7 @@ from core.agent.agent import Agent
 from core.agent.events import AgentEvent, TurnCancelled, TurnEnded
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
 from core.clock import Clock, SystemClock
+from core.errors import SessionError
 from core.logging import get_logger
 from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
@@ -92,6 +93,28 @@ class SessionRuntime:
         finally:
             if not lock.locked() and self._starting.get(session_key) is lock:
                 del self._starting[session_key]  # one lock per key would grow forever
+
+    async def reload(self, session_key: str, /) -> Agent:
+        """Drop the resident agent and start a fresh one from the log; returns it.
+
+        For when the log changed what the agent is built from (an accepted
+        handoff appends ``agent.activated``): the next agent must come from the
+        new profile. A running turn is never cut off for that.
+
+        Raises:
+            SessionError: a turn is running; wait for it to end or cancel it first.
+        """
+        entry = self._entries.get(session_key)
+        if entry is not None:
+            if entry.agent.running:
+                raise SessionError(
+                    f"session {session_key!r} is running a turn, so its agent cannot be "
+                    "replaced now; wait for the turn to end or cancel it, then try again",
+                    session_key=session_key,
+                )
+            del self._entries[session_key]
+            _log.info("session.reloaded", session_key=session_key)
+        return await self.get(session_key)
 
     async def _start(self, session_key: str) -> Agent:
         tree = await self._log.load(session_key)

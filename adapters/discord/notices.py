@@ -18,6 +18,8 @@ FAREWELL_REASONS = {
     "thread-deleted": "the thread was deleted",
     "run-complete": "the subagent finished its task",
     "spawn-failed": "the subagent could not be started",
+    "run-failed": "the subagent's task failed",
+    "handed-off": "the session was handed off to a new thread",
     "user-unfocus": "it was unfocused",
 }
 

@@ -24,6 +24,9 @@ __all__ = ["render_html"]
 
 _EXCERPT: Final = 80
 _SYSTEM_TEXT: Final = 300
+_ARTIFACT_PREFIX: Final = "artifact."
+"""Artifact events (see core.artifacts) name the nodes they were derived from in ``origin``;
+matched by prefix so that sessions need not import the artifact registry."""
 
 _CSS: Final = """
 :root{--bg:#fff;--fg:#1d1f23;--muted:#6a6f78;--line:#d9dce1;--act:#e9f3ff;--actb:#2f74d0;
@@ -50,6 +53,8 @@ ul.calls,ul.sys{margin:.2rem 0 0;padding-left:1.2rem;font-size:12px}
 ul.sys{color:var(--muted)}body.nosys ul.sys{display:none}
 details{margin:.3rem 0 .3rem .2rem}details>summary{cursor:pointer;color:var(--muted)}
 li.fork{list-style:none;margin:.3rem 0}
+.art{color:var(--asst);border-color:var(--asst)}
+ul.arts{margin:.2rem 0 0;padding-left:1.2rem;font-size:12px;color:var(--asst)}
 """
 
 _JS: Final = """
@@ -77,6 +82,30 @@ def _node_text(event: SessionEvent) -> str:
     return json.dumps(payload, ensure_ascii=False, indent=1)
 
 
+def _origin(event: SessionEvent) -> list[str]:
+    origin = event.payload.get("origin")
+    if not isinstance(origin, list):
+        return []
+    return [str(node_id) for node_id in dict.fromkeys(origin) if node_id]
+
+
+def _artifact_line(event: SessionEvent) -> str:
+    """One derived artifact on its origin node: type, id, who produced and confirmed it, data."""
+    payload = event.payload
+    kind = escape(str(payload.get("type") or event.type.removeprefix(_ARTIFACT_PREFIX)))
+    artifact_id = escape(str(payload.get("artifact_id") or "")[:8])
+    who = f" by {escape(str(payload.get('produced_by') or '?'))}"
+    if payload.get("agent"):
+        who += f" ({escape(str(payload['agent']))})"
+    if payload.get("confirmed_by"):
+        who += f", confirmed by {escape(str(payload['confirmed_by']))}"
+    data = json.dumps(payload.get("data"), ensure_ascii=False)
+    return (
+        f"<li>📎 artifact <b>{kind}</b> <code>{artifact_id}</code>{who}: "
+        f"<code>{escape(_excerpt(data, _SYSTEM_TEXT))}</code> (#{event.seq})</li>"
+    )
+
+
 class _Page:
     """State for one rendering: lookups computed once, output gathered in a list."""
 
@@ -94,6 +123,11 @@ class _Page:
         for event in tree.events:
             if event.kind not in ADVANCING_KINDS:
                 self.system.setdefault(event.parent_id, []).append(event)
+        self.derived: dict[str, list[SessionEvent]] = {}
+        for event in tree.events:
+            if event.type.startswith(_ARTIFACT_PREFIX):
+                for node_id in _origin(event):
+                    self.derived.setdefault(node_id, []).append(event)
 
     def render(self) -> str:
         tree = self.tree
@@ -216,6 +250,11 @@ class _Page:
         )
         if node_id == self.tree.head_id:
             badges.append('<span class="badge head">HEAD</span>')
+        derived = self.derived.get(node_id, ())
+        badges.extend(
+            f'<span class="badge art">📎 {escape(str(artifact.payload.get("type")))}</span>'
+            for artifact in derived
+        )
         self.out.append(
             f'<li class="{classes}" id="n-{escape(node_id)}"><div class="hd">#{event.seq} '
             f'<span class="kind">{escape(event.kind)}</span> {escape(event.type)}'
@@ -223,6 +262,9 @@ class _Page:
             f'<pre class="text">{escape(_node_text(event))}</pre>'
         )
         self._tool_calls(event.payload)
+        if derived:
+            lines = "".join(_artifact_line(artifact) for artifact in derived)
+            self.out.append(f'<ul class="arts">{lines}</ul>')
         self._system_list(node_id)
         self.out.append("</li>")
 

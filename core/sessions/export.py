@@ -60,7 +60,11 @@ def export_json(tree: SessionTree) -> str:
 
 
 def export_html(tree: SessionTree) -> str:
-    """One self-contained HTML page showing the tree (no network, all content escaped)."""
+    """One self-contained HTML page showing the tree (no network, all content escaped).
+
+    Every artifact (an ``artifact.<type>`` event) is also shown on each node of
+    its ``origin``, so a reader sees what was derived from which messages.
+    """
     return render_html(tree)
 
 

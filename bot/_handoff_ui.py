@@ -1,0 +1,118 @@
+"""What the handoff buttons share: their custom ids, who may press, how answers are sent.
+
+The buttons are plain components here (a ``custom_id`` is all Discord keeps);
+:mod:`bot.handoff_views` registers the :class:`discord.ui.DynamicItem` classes
+that understand a press from that id alone, restart or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import discord
+
+from bot.account import AccountRuntime
+from bot.commands.config import is_admin
+from core.bindings.records import SessionBindingRecord
+from core.config import AgentProfile
+
+__all__ = [
+    "BRIEF_LABEL",
+    "BRIEF_TEMPLATE",
+    "HANDOFF_TEMPLATE",
+    "NOT_YOURS",
+    "NO_MENTIONS",
+    "Action",
+    "account_of",
+    "brief_button",
+    "brief_view",
+    "display_name",
+    "handoff_button",
+    "may_press",
+    "offer_view",
+    "say",
+    "stopped",
+]
+
+NO_MENTIONS: Final = discord.AllowedMentions.none()
+
+HANDOFF_TEMPLATE: Final = r"tb:handoff:(?P<action>accept|reject):(?P<handoff_id>[0-9a-f]{32})"
+BRIEF_TEMPLATE: Final = r"tb:brief:(?P<binding_id>[0-9a-f]{32})"
+BRIEF_LABEL: Final = "Ready — produce the brief"
+
+NOT_YOURS: Final = (
+    "Only the person who started this session or a server administrator can use this button."
+)
+
+Action = Literal["accept", "reject"]
+
+
+def may_press(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
+    """The session's owner (who bound it) or a server administrator."""
+    owner = record.bound_by is not None and str(interaction.user.id) == record.bound_by
+    return owner or is_admin(interaction)
+
+
+def account_of(interaction: discord.Interaction) -> AccountRuntime:
+    account = getattr(interaction.client, "account", None)
+    if not isinstance(account, AccountRuntime):
+        raise RuntimeError("handoff buttons need a ThreadboundClient (with .account)")
+    return account
+
+
+def display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
+    profile = profiles.get(agent or "")
+    return profile.display_name if profile else (agent or "the agent")
+
+
+async def say(interaction: discord.Interaction, text: str) -> None:
+    """An ephemeral answer, whether or not the interaction was acknowledged yet."""
+    if interaction.response.is_done():
+        await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=NO_MENTIONS)
+    else:
+        await interaction.response.send_message(
+            text[:2000], ephemeral=True, allowed_mentions=NO_MENTIONS
+        )
+
+
+def stopped(*items: discord.ui.Item[Any]) -> discord.ui.View:
+    """A view holding ``items``, stopped before it is sent: no view is kept in memory, so
+    every press is dispatched by the registered dynamic items, as after a restart."""
+    view = discord.ui.View(timeout=None)
+    for item in items:
+        view.add_item(item)
+    view.stop()
+    return view
+
+
+def handoff_button(
+    action: Action, handoff_id: str, *, disabled: bool = False
+) -> discord.ui.Button[Any]:
+    return discord.ui.Button(
+        label="Accept" if action == "accept" else "Reject",
+        style=discord.ButtonStyle.success if action == "accept" else discord.ButtonStyle.danger,
+        custom_id=f"tb:handoff:{action}:{handoff_id}",
+        disabled=disabled,
+    )
+
+
+def brief_button(binding_id: str, *, disabled: bool = False) -> discord.ui.Button[Any]:
+    return discord.ui.Button(
+        label=BRIEF_LABEL,
+        style=discord.ButtonStyle.primary,
+        custom_id=f"tb:brief:{binding_id}",
+        disabled=disabled,
+    )
+
+
+def offer_view(handoff_id: str, *, disabled: bool = False) -> discord.ui.View:
+    """Accept and Reject for one offered handoff."""
+    return stopped(
+        handoff_button("accept", handoff_id, disabled=disabled),
+        handoff_button("reject", handoff_id, disabled=disabled),
+    )
+
+
+def brief_view(binding_id: str, *, disabled: bool = False) -> discord.ui.View:
+    return stopped(brief_button(binding_id, disabled=disabled))

@@ -1,0 +1,64 @@
+"""``/artifacts``: the artifacts of the session bound to this thread."""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+import discord
+from discord import app_commands
+
+from bot.account import AccountRuntime
+from bot.commands.steering import NOT_BOUND, binding_here
+from core.sessions.events import SessionEvent
+
+__all__ = ["NO_ARTIFACTS", "artifact_line", "artifacts_commands"]
+
+NO_ARTIFACTS: Final = "This session has no artifacts yet."
+_PREVIEW: Final = 80
+
+
+def _preview(data: object) -> str:
+    text = " ".join(json.dumps(data, ensure_ascii=False).split())
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def artifact_line(event: SessionEvent) -> str:
+    """Type, id prefix, producer, confirmer, origin count and a short preview of the data."""
+    payload = event.payload
+    produced = str(payload.get("produced_by"))
+    if payload.get("agent"):
+        produced += f" ({payload['agent']})"
+    confirmed = payload.get("confirmed_by")
+    parts = [
+        f"`{payload.get('type')}` `{str(payload.get('artifact_id'))[:8]}`",
+        f"by {produced}",
+        f"confirmed by <@{confirmed}>" if confirmed else "unconfirmed",
+        f"{len(payload.get('origin') or ())} origin node(s)",
+        _preview(payload.get("data")).replace("`", "'"),
+    ]
+    return " · ".join(parts)
+
+
+def artifacts_commands(account: AccountRuntime) -> list[app_commands.Command]:
+    services = account.services
+
+    @app_commands.command(name="artifacts", description="List this thread's session artifacts.")
+    async def artifacts(interaction: discord.Interaction) -> None:
+        record = binding_here(account, interaction.channel)
+        if record is None:
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
+        key = record.target_session_key
+        agent = services.runtime.peek(key)  # no need to start an agent just to read
+        tree = agent.tree if agent is not None else await services.sessions.load(key)
+        events = services.artifacts.list(tree)
+        lines = [artifact_line(event) for event in events]
+        text = "\n".join(f"- {line}" for line in lines) if lines else NO_ARTIFACTS
+        if len(text) > 2000:
+            text = text[:1990].rsplit("\n", 1)[0] + "\n- …"
+        await interaction.response.send_message(
+            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
+
+    return [artifacts]

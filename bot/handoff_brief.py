@@ -1,0 +1,265 @@
+"""The "Ready — produce the brief" button: posted once, and what pressing it does.
+
+- After the first turn of an agent whose profile has ``handoff_to`` ends,
+  the thread gets the button once: the binding metadata flag
+  ``brief_prompted`` lists the agents it was posted for, so neither a second
+  turn nor a restart posts it again.
+- Pressing it (the session's owner or an admin) runs a consolidation turn,
+  records the answer as a ``brief`` artifact confirmed by the presser — the
+  only path to one: the model's ``emit_artifact`` refuses system-only types —
+  offers the handoff to the profile's first ``handoff_to`` agent and posts
+  Accept / Reject under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+import discord
+
+from bot._handoff_ui import (
+    NO_MENTIONS,
+    NOT_YOURS,
+    brief_view,
+    display_name,
+    may_press,
+    offer_view,
+    say,
+)
+from bot.account import AccountRuntime
+from core.agent.agent import Agent
+from core.agent.assignment import AGENT_ACTIVATED, active_agent
+from core.agent.events import AgentEvent, TurnEnded
+from core.artifacts.builtin import BriefData
+from core.bindings.records import SessionBindingRecord
+from core.config import AgentProfile
+from core.errors import ThreadboundError
+from core.handoffs.activation import HandoffRecord
+from core.logging import get_logger
+from core.sessions.tree import SessionTree
+
+__all__ = [
+    "CONSOLIDATION_TIMEOUT",
+    "PROMPTED_KEY",
+    "brief_from_answer",
+    "brief_pressed",
+    "watch_for_brief",
+]
+
+_log = get_logger("bot.handoffs")
+
+PROMPTED_KEY: Final = "brief_prompted"
+"""Binding metadata: the agents whose brief button was already posted in the thread."""
+CONSOLIDATION_TIMEOUT: Final = 600.0
+"""Seconds the consolidation turn may take before the press is answered with an error."""
+
+
+def _turn_ended_since_activation(tree: SessionTree) -> bool:
+    for event in reversed(tree.events):
+        if event.type == "turn_ended":
+            return True
+        if event.type == AGENT_ACTIVATED:
+            return False
+    return False
+
+
+def watch_for_brief(account: AccountRuntime, record: SessionBindingRecord, agent: Agent) -> None:
+    """Post the brief button once the current agent's first turn has ended, if it hands off."""
+    current = active_agent(agent.tree)
+    profile = account.services.config.agents.get(current or "")
+    if current is None or profile is None or not profile.handoff_to:
+        return
+    if current in (record.metadata.get(PROMPTED_KEY) or ()):
+        return
+    if _turn_ended_since_activation(agent.tree):
+        account.run_in_background(_post_brief_button(account, record.binding_id, current))
+        return
+
+    def on_event(event: AgentEvent) -> None:
+        if isinstance(event, TurnEnded):
+            unsubscribe()
+            account.run_in_background(_post_brief_button(account, record.binding_id, current))
+
+    unsubscribe = agent.subscribe(on_event)
+
+
+async def _post_brief_button(account: AccountRuntime, binding_id: str, agent_id: str) -> None:
+    bindings = account.services.bindings
+    record = bindings.get(binding_id)
+    key = ("brief-button", binding_id, agent_id)  # its button is being posted
+    if record is None or record.status != "active" or key in account.in_progress:
+        return
+    prompted = list(record.metadata.get(PROMPTED_KEY) or ())
+    if agent_id in prompted:
+        return
+    account.in_progress.add(key)
+    try:
+        presenter = account.presenter(binding_id)
+        if presenter is not None:
+            await presenter.drain()  # the answer first, then the button under it
+        profiles = account.services.config.agents
+        name = display_name(profiles, agent_id)
+        target = display_name(profiles, profiles[agent_id].handoff_to[0])
+        thread = await account.manager.fetch_channel(record.conversation.conversation_id)
+        await thread.send(
+            f"When the conversation with **{name}** has settled what **{target}** needs, "
+            f"press the button: {name} writes the brief, and the handoff is offered here.",
+            view=brief_view(binding_id),
+            allowed_mentions=NO_MENTIONS,
+        )
+        await bindings.update_metadata(binding_id, **{PROMPTED_KEY: [*prompted, agent_id]})
+    except (discord.HTTPException, ThreadboundError):
+        _log.warning("handoff.brief_button_failed", binding_id=binding_id, exc_info=True)
+    finally:
+        account.in_progress.discard(key)
+
+
+# -- pressing the brief button -----------------------------------------------------------
+
+
+def brief_from_answer(answer: str, *, next_agent: str | None) -> BriefData:
+    """Title: the first non-empty line, markdown marks stripped; summary: the rest, or the title."""
+    lines = answer.strip().splitlines()
+    title = ""
+    rest: list[str] = []
+    for index, line in enumerate(lines):
+        cleaned = line.strip().lstrip("#").strip().strip("*_").strip()
+        if cleaned:
+            title, rest = cleaned, lines[index + 1 :]
+            break
+    summary = "\n".join(rest).strip() or title
+    return BriefData(title=title[:200], summary=summary, next_agent=next_agent)
+
+
+def _conversation_nodes(tree: SessionTree) -> list[str]:
+    return [e.node_id for e in tree.path() if e.type in ("user_message", "assistant_message")]
+
+
+def _answer_after(tree: SessionTree, node_count: int) -> str:
+    """The last non-empty assistant text of the path beyond its first ``node_count`` events."""
+    for event in reversed(tree.path()[node_count:]):
+        if event.type == "assistant_message" and event.payload.get("text"):
+            return str(event.payload["text"])
+    return ""
+
+
+async def brief_pressed(
+    account: AccountRuntime, interaction: discord.Interaction, binding_id: str
+) -> None:
+    services = account.services
+    record = services.bindings.get(binding_id)
+    if record is None or record.status != "active":
+        await say(interaction, "This session's thread is no longer bound to an agent.")
+        return
+    if not may_press(interaction, record):
+        await say(interaction, NOT_YOURS)
+        return
+    agent = await services.runtime.get(record.target_session_key)
+    current = active_agent(agent.tree)
+    profiles = services.config.agents
+    profile = profiles.get(current or "")
+    if current is None or profile is None or not profile.handoff_to:
+        await say(interaction, f"{display_name(profiles, current)} has no agent to hand off to.")
+        return
+    pending = [
+        h
+        for h in await services.handoffs.list(record.target_session_key)
+        if h.status == "offered" and h.from_agent == current
+    ]
+    if pending:
+        await say(interaction, "A handoff is already offered in this thread; accept or reject it.")
+        return
+    if agent.running or ("briefing", binding_id) in account.in_progress:
+        await say(
+            interaction, f"{display_name(profiles, current)} is busy; press again once it is idle."
+        )
+        return
+    account.in_progress.add(("briefing", binding_id))  # a double press runs one turn
+    try:
+        await _produce_brief(account, interaction, record, agent, current, profile)
+    except (ThreadboundError, TimeoutError) as exc:
+        _log.warning("handoff.brief_failed", binding_id=binding_id, error=str(exc))
+        await say(interaction, f"The brief was not produced: {exc}")
+        if interaction.response.is_done():  # give the button back, so it can be pressed again
+            await interaction.edit_original_response(
+                content=f"The brief was not produced ({display_name(profiles, current)}); "
+                "press the button to try again.",
+                view=brief_view(binding_id),
+                allowed_mentions=NO_MENTIONS,
+            )
+    finally:
+        account.in_progress.discard(("briefing", binding_id))
+
+
+async def _produce_brief(
+    account: AccountRuntime,
+    interaction: discord.Interaction,
+    record: SessionBindingRecord,
+    agent: Agent,
+    current: str,
+    profile: AgentProfile,
+) -> None:
+    services = account.services
+    profiles = services.config.agents
+    user = str(interaction.user.id)
+    target = profile.handoff_to[0]
+    await interaction.response.defer()
+    await interaction.edit_original_response(
+        content=f"<@{user}> asked {display_name(profiles, current)} for the brief…",
+        view=brief_view(record.binding_id, disabled=True),
+        allowed_mentions=NO_MENTIONS,
+    )
+    origin = _conversation_nodes(agent.tree)
+    before = len(agent.tree.path())
+    account.present(record, agent)
+    await agent.send(
+        f"Write the brief for {display_name(profiles, target)}: first line a title, "
+        "then a summary of what was decided.",
+        author_id=user,
+    )
+    async with asyncio.timeout(CONSOLIDATION_TIMEOUT):
+        await agent.wait_idle()
+    answer = _answer_after(agent.tree, before)
+    if not answer.strip():
+        raise ThreadboundError(f"{display_name(profiles, current)} gave no answer to write it from")
+    event = await services.artifacts.produce_confirmed(
+        agent.tree,
+        type="brief",
+        data=brief_from_answer(answer, next_agent=target).model_dump(),
+        origin=origin,
+        confirmed_by=user,
+        agent=current,
+    )
+    handoff = await services.handoffs.offer(
+        agent.tree,
+        from_agent=current,
+        to_agent=target,
+        artifact_id=event.payload["artifact_id"],
+        actor=user,
+    )
+    presenter = account.presenter(record.binding_id)
+    if presenter is not None:
+        await presenter.drain()
+    await interaction.edit_original_response(
+        content=f"Brief confirmed by <@{user}>: **{event.payload['data']['title']}**",
+        view=brief_view(record.binding_id, disabled=True),
+        allowed_mentions=NO_MENTIONS,
+    )
+    await _post_offer(account, record, handoff, str(event.payload["data"]["title"]))
+
+
+async def _post_offer(
+    account: AccountRuntime, record: SessionBindingRecord, handoff: HandoffRecord, title: str
+) -> None:
+    profiles = account.services.config.agents
+    target = profiles.get(handoff.to_agent)
+    where = "in a new thread" if target and target.handoff_thread == "new" else "this thread"
+    thread = await account.manager.fetch_channel(record.conversation.conversation_id)
+    await thread.send(
+        f"**{display_name(profiles, handoff.from_agent)}** offers a handoff to "
+        f"**{display_name(profiles, handoff.to_agent)}** with the brief “{title}”. Accept to let "
+        f"{display_name(profiles, handoff.to_agent)} take over {where}.",
+        view=offer_view(handoff.id),
+        allowed_mentions=NO_MENTIONS,
+    )

@@ -1,0 +1,187 @@
+"""Activation on Accept: the accepted handoff's target agent takes over the session.
+
+Channel-agnostic: Discord's Accept button calls :func:`activate`, and so could
+any other adapter. The order is what keeps a refusal clean:
+
+1. refuse early what cannot work, before anything is written: an unknown
+   target profile, a handoff that does not exist or is no longer offered, a
+   turn still running (its agent cannot be replaced mid-turn);
+2. accept the handoff (its ``handoff.accepted`` event and table row);
+3. apply the activation rule (:func:`~core.handoffs.activation.may_activate`)
+   to the session's handoffs as the table now has them;
+4. append ``agent.activated`` through the resident agent, so its tree stays
+   in step with the log, and rebuild the session's agent from the log
+   (:meth:`core.runtime.SessionRuntime.reload`): the new agent runs the
+   target profile's provider, prompt and tools;
+5. let the caller prepare the channel (``before_input``: a new persona, a
+   presenter attached to the new agent) so the new agent's first words are
+   shown under its own name;
+6. send the handed-over artifact to the new agent as its input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.agent.agent import Agent, Submission
+from core.agent.assignment import AGENT_ACTIVATED
+from core.artifacts.registry import EVENT_PREFIX
+from core.config import AgentProfile
+from core.errors import HandoffError, ThreadboundError
+from core.handoffs.activation import TRANSITIONS, HandoffRecord, may_activate
+from core.handoffs.service import HandoffService, replay
+from core.logging import get_logger
+from core.runtime import SessionRuntime
+from core.sessions.tree import SessionTree
+
+__all__ = ["Activation", "ActivationRefused", "BeforeInput", "activate", "handoff_input"]
+
+_log = get_logger("core.handoffs")
+
+BeforeInput = Callable[[Agent, HandoffRecord], Awaitable[None] | None]
+"""Called with the new agent before it gets its input (attach a presenter, change persona)."""
+
+
+class ActivationRefused(HandoffError):
+    """The handoff exists (or may) but its target cannot be activated now; nothing changed.
+
+    Args:
+        handoff_id: the handoff concerned.
+        reason: the full sentence shown to the user, saying what to do.
+    """
+
+    def __init__(self, handoff_id: str, reason: str) -> None:
+        self.handoff_id = handoff_id
+        self.from_status = None
+        self.to_status = "accepted"
+        self.allowed = ()
+        self.reason = reason
+        ThreadboundError.__init__(self, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """What an accepted handoff did: the handoff, the agent now running, its first input."""
+
+    handoff: HandoffRecord
+    agent: Agent
+    submission: Submission
+    input_text: str
+
+
+def _name(profiles: Mapping[str, AgentProfile], agent: str) -> str:
+    profile = profiles.get(agent)
+    return profile.display_name if profile else agent
+
+
+def handoff_input(
+    tree: SessionTree, handoff: HandoffRecord, profiles: Mapping[str, AgentProfile]
+) -> str:
+    """The user message the target agent starts from: the handed-over artifact, labelled.
+
+    A brief renders as its title and summary; any other artifact as its data.
+    """
+    header = f"Handoff from {_name(profiles, handoff.from_agent)}"
+    artifact = None
+    if handoff.artifact_id is not None:
+        artifact = next(
+            (
+                e.payload
+                for e in tree.events
+                if e.type.startswith(EVENT_PREFIX)
+                and e.payload.get("artifact_id") == handoff.artifact_id
+            ),
+            None,
+        )
+    if artifact is None:
+        return f"{header} (no artifact was handed over)."
+    data: dict[str, Any] = artifact.get("data") or {}
+    if "title" in data and "summary" in data:
+        return f"{header} — {artifact['type']}: {data['title']}\n\n{data['summary']}"
+    body = json.dumps(data, ensure_ascii=False, indent=1)
+    return f"{header} — {artifact['type']}:\n{body}"
+
+
+async def activate(
+    *,
+    runtime: SessionRuntime,
+    handoffs: HandoffService,
+    profiles: Mapping[str, AgentProfile],
+    session_key: str,
+    handoff_id: str,
+    actor: str,
+    before_input: BeforeInput | None = None,
+) -> Activation:
+    """Accept ``handoff_id`` in ``session_key`` and make its target agent run the session.
+
+    Raises:
+        HandoffError: no such handoff in the session, or it is not offered any more
+            (nothing changed).
+        ActivationRefused: the target agent has no profile, a turn is running, or
+            the activation rule refuses the target (nothing changed, except in the
+            last case, where the handoff stays accepted and the message says so).
+    """
+    agent = await runtime.get(session_key)
+    current = next((r for r in replay(session_key, agent.tree.events) if r.id == handoff_id), None)
+    if current is None:
+        raise HandoffError(handoff_id, from_status=None, to_status="accepted")
+    if current.status != "offered":
+        raise HandoffError(
+            handoff_id,
+            from_status=current.status,
+            to_status="accepted",
+            allowed=TRANSITIONS[current.status],
+        )
+    profile = profiles.get(current.to_agent)
+    if profile is None:
+        raise ActivationRefused(
+            handoff_id,
+            f"handoff {handoff_id!r} targets agent {current.to_agent!r}, which has no "
+            "[agents.<id>] profile; add it to config.toml or reject the handoff",
+        )
+    if agent.running:
+        raise ActivationRefused(
+            handoff_id,
+            f"{_name(profiles, current.from_agent)} is still running a turn; wait for it "
+            "to end (or cancel it), then accept the handoff again",
+        )
+    accepted = await handoffs.accept(agent.tree, handoff_id, actor=actor)
+    if not may_activate(
+        accepted.to_agent,
+        user_startable=profile.user_startable,
+        handoffs=await handoffs.list(session_key),
+    ):
+        raise ActivationRefused(
+            handoff_id,
+            f"handoff {handoff_id!r} is accepted, but agent {accepted.to_agent!r} may not be "
+            "activated by it (the handoffs table does not show it accepted); "
+            "HandoffService.rebuild_from_events repairs a lagging table",
+        )
+    await agent.append(
+        AGENT_ACTIVATED,
+        {
+            "agent": accepted.to_agent,
+            "by": actor,
+            "handoff_id": accepted.id,
+            "artifact_id": accepted.artifact_id,
+        },
+    )
+    new_agent = await runtime.reload(session_key)
+    if before_input is not None:
+        prepared = before_input(new_agent, accepted)
+        if inspect.isawaitable(prepared):
+            await prepared
+    text = handoff_input(new_agent.tree, accepted, profiles)
+    submission = await new_agent.follow_up(text, author_id=actor)
+    _log.info(
+        "handoff.activated",
+        session_key=session_key,
+        handoff_id=accepted.id,
+        agent=accepted.to_agent,
+        actor=actor,
+    )
+    return Activation(accepted, new_agent, submission, text)
