@@ -9,6 +9,7 @@ requester's channel as the bot itself. Mentions are always disabled.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 import discord
 
@@ -21,6 +22,9 @@ from core.subagents.delivery import Posted
 __all__ = ["DiscordCompletionSink"]
 
 _NO_MENTIONS = discord.AllowedMentions.none()
+
+HISTORY_LIMIT = 100
+"""Messages looked through for an announcement a dead process may have posted."""
 
 BeforePost = Callable[[SessionBindingRecord], Awaitable[None]]
 
@@ -54,3 +58,23 @@ class DiscordCompletionSink:
                 f"could not post in channel {channel_id}: {exc.status} {exc.text}"
             ) from exc
         return Posted(str(message.id), "bot")
+
+    async def find_posted(
+        self, conversation: ConversationRef, content: str, since: datetime
+    ) -> Posted | None:
+        """Look through what was posted there since ``since`` for this exact announcement."""
+        manager = self._delivery.manager
+        me = manager.client.user
+        try:
+            channel = await manager.fetch_channel(snowflake(conversation.conversation_id))
+            async for message in channel.history(limit=HISTORY_LIMIT, after=since):
+                ours = message.webhook_id is not None or (me is not None and message.author == me)
+                if ours and message.content == content:
+                    path = "webhook" if message.webhook_id is not None else "bot"
+                    return Posted(str(message.id), path)
+        except discord.HTTPException as exc:
+            raise DeliveryError(
+                f"could not read channel {conversation.conversation_id} to check for an "
+                f"earlier post: {exc.status} {exc.text}"
+            ) from exc
+        return None

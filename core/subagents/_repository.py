@@ -87,16 +87,23 @@ def insert_completion(
 
 
 def claim(conn: Connection, completion_id: str) -> PendingCompletion | None:
-    """Move a pending completion to ``sending``; only the caller that wins gets its row."""
+    """Move a ``pending`` or ``uncertain`` completion to ``sending``; only the caller
+    that wins gets its row, with ``uncertain`` telling whether it may be posted already."""
+    row = conn.execute(select(_D).where(_D.c.completion_id == completion_id)).first()
+    if row is None or row.status not in ("pending", "uncertain"):
+        return None
     moved = conn.execute(
         update(_D)
-        .where(_D.c.completion_id == completion_id, _D.c.status == "pending")
+        .where(_D.c.completion_id == completion_id, _D.c.status == row.status)
         .values(status="sending", attempts=_D.c.attempts + 1)
     )
     if moved.rowcount != 1:
         return None
-    row = conn.execute(select(_D).where(_D.c.completion_id == completion_id)).one()
-    return dict(row._mapping)
+    claimed = dict(row._mapping)
+    claimed["uncertain"] = row.status == "uncertain"
+    claimed["attempts"] += 1
+    claimed["status"] = "sending"
+    return claimed
 
 
 def mark_delivered(
@@ -133,12 +140,18 @@ def release(conn: Connection, completion_id: str, give_up: bool) -> None:
 
 
 def recover_pending(conn: Connection) -> list[PendingCompletion]:
-    """At start-up only: completions not delivered yet, oldest first. A row left
-    ``sending`` by a process that died mid-post is returned to ``pending`` first
-    (called while this process posts, it would let a second post through)."""
-    conn.execute(update(_D).where(_D.c.status == "sending").values(status="pending"))
+    """At start-up only: completions not delivered yet, oldest first.
+
+    A row left ``sending`` belonged to a process that died mid-post: the post
+    may have reached the channel. It becomes ``uncertain``, and whoever claims
+    it looks in the destination before posting. (Called while this process
+    posts, it would mark live posts uncertain; hence start-up only.)
+    """
+    conn.execute(update(_D).where(_D.c.status == "sending").values(status="uncertain"))
     rows = conn.execute(
-        select(_D).where(_D.c.status == "pending").order_by(_D.c.created_at, _D.c.completion_id)
+        select(_D)
+        .where(_D.c.status.in_(("pending", "uncertain")))
+        .order_by(_D.c.created_at, _D.c.completion_id)
     )
     return [dict(row._mapping) for row in rows]
 

@@ -9,15 +9,18 @@ through the channel's sink and marks the row ``delivered``. A failed post
 puts the row back to ``pending`` and is retried on the clock; a restart
 finds what was not delivered and posts it.
 
-The one window left: a process that dies after the channel accepted a post
-but before the row says ``delivered`` posts it again on restart. Closing it
-would need the channel to deduplicate; the window is one store write wide.
+A process that died after the channel accepted a post but before the row
+said ``delivered`` leaves the row ``sending``; the restart marks it
+``uncertain``, and its delivery first asks the sink whether the same
+announcement is already in the destination (posted since the completion
+was recorded). Found, the row is marked delivered without a second post.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from core import log_events
@@ -59,6 +62,12 @@ class CompletionSink(Protocol):
 
     async def post_to(self, conversation: ConversationRef, content: str) -> Posted:
         """Post in a conversation as the bot itself; DeliveryError if not."""
+        ...
+
+    async def find_posted(
+        self, conversation: ConversationRef, content: str, since: datetime
+    ) -> Posted | None:
+        """An announcement with exactly ``content`` posted there (by us) since ``since``."""
         ...
 
 
@@ -188,7 +197,9 @@ class CompletionDelivery:
         conversation = binding.conversation
         sink = self._sink(conversation)
         content = self._render(row, subagent, bound=True)
-        posted = await sink.post_bound(binding, content)
+        posted = await self._already_posted(sink, row, conversation, content)
+        if posted is None:
+            posted = await sink.post_bound(binding, content)
         await self._mark(row, resolution, conversation.conversation_id, posted)
         log_events.delivery_sent(
             _log,
@@ -228,7 +239,9 @@ class CompletionDelivery:
             )
         sink = self._sink(requester)
         content = self._render(row, subagent, bound=False)
-        posted = await sink.post_to(requester, content)
+        posted = await self._already_posted(sink, row, requester, content)
+        if posted is None:
+            posted = await sink.post_to(requester, content)
         await self._mark(row, resolution, requester.conversation_id, posted)
         log_events.delivery_sent(
             _log,
@@ -242,6 +255,20 @@ class CompletionDelivery:
             destination=requester.conversation_id,
             guild=subagent.scope,
         )
+
+    async def _already_posted(
+        self, sink: CompletionSink, row: dict, conversation: ConversationRef, content: str
+    ) -> Posted | None:
+        """For a post a dead process may have made: is it there already?"""
+        if not row.get("uncertain"):
+            return None
+        found = await sink.find_posted(conversation, content, row["created_at"])
+        _log.info(
+            "delivery.recovered_check",
+            completion_id=row["completion_id"],
+            found=found is not None,
+        )
+        return found
 
     def _sink(self, conversation: ConversationRef) -> CompletionSink:
         sink = self.sinks.get(conversation.channel, conversation.account_id)

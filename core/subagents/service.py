@@ -128,7 +128,7 @@ class SubagentService:
         self._observers: list[StartedObserver] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watching: set[str] = set()
-        self._started = False
+        self._recovery: asyncio.Future[None] | None = None
 
     # -- names and profiles -------------------------------------------------------
 
@@ -442,10 +442,16 @@ class SubagentService:
     # -- start-up, listing, shutdown ---------------------------------------------------
 
     async def start(self) -> None:
-        """Pick up what a previous process left: undelivered completions, unfinished tasks."""
-        if self._started:
-            return
-        self._started = True
+        """Pick up what a previous process left: undelivered completions, unfinished tasks.
+
+        Runs once per service; every call waits for that one run, so a caller
+        (a second account's client, a test) knows the pick-up has been scheduled.
+        """
+        if self._recovery is None:
+            self._recovery = asyncio.ensure_future(self._recover())
+        await asyncio.shield(self._recovery)
+
+    async def _recover(self) -> None:
         records = {r.session_key: r for r in await self.list()}
         for row in await self.delivery.recover():
             record = records.get(row["session_key"])

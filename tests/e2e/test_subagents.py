@@ -85,8 +85,7 @@ async def test_restart_between_completion_and_delivery_delivers_once(
     await first.services.close()
 
     second = await start_bot([], db_name="restart.db")
-    await done(second)  # on_ready picked up the recorded completion
-    await second.services.subagents.start()  # a second start posts nothing more
+    await second.services.subagents.start()  # the pick-up on_ready began, scheduled
     await done(second)
     statuses = await second.services.database.run(_repository.delivery_statuses)
     assert list(statuses.values()) == ["delivered"]
@@ -163,3 +162,29 @@ async def test_agents_list_shows_states_threads_and_usage(start_bot: StartBot) -
     assert " idle" in session_line
     assert " completed" in run_line
     assert all("tokens" in line for line in lines)
+
+
+async def test_restart_after_the_post_but_before_it_was_recorded_posts_nothing_more(
+    start_bot: StartBot,
+) -> None:
+    """The announcement reached the thread, then the process died: the restart finds it there."""
+    first = await start_bot([Step(text="the result")], db_name="midpost.db")
+
+    async def died(*_args: Any) -> None:
+        raise RuntimeError("process killed after the post, before recording it")
+
+    first.services.subagents.delivery._mark = died  # type: ignore[method-assign]
+    thread_id = thread_of(await spawn(first, "work"))
+    await done(first)
+    assert len([c for c in contents(first, thread_id) if ANNOUNCED in c]) == 1
+    await first.client.close()
+    await first.services.close()
+
+    second = await start_bot([], db_name="midpost.db")
+    await second.services.subagents.start()  # the pick-up on_ready began, scheduled
+    await done(second)
+    said = contents(second, thread_id)
+    assert len([c for c in said if ANNOUNCED in c]) == 1
+    statuses = await second.services.database.run(_repository.delivery_statuses)
+    assert list(statuses.values()) == ["delivered"]
+    assert FAREWELL in said[-1]

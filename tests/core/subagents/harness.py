@@ -41,6 +41,7 @@ class RecordingSink:
     fail: int = 0
     gate: asyncio.Event | None = None
     entered: asyncio.Event = field(default_factory=asyncio.Event)
+    lookups: int = 0
 
     async def post_bound(self, binding: SessionBindingRecord, content: str) -> Posted:
         return await self._post(self.bound, binding.conversation.conversation_id, content)
@@ -57,6 +58,15 @@ class RecordingSink:
             raise DeliveryError("the channel answered 503")
         into.append((where, content))
         return Posted(str(len(self.bound) + len(self.fallback)), "webhook")
+
+    async def find_posted(
+        self, conversation: ConversationRef, content: str, since: Any
+    ) -> Posted | None:
+        self.lookups += 1
+        for index, (where, text) in enumerate(self.posts):
+            if where == conversation.conversation_id and text == content:
+                return Posted(str(index + 1), "webhook")
+        return None
 
     @property
     def posts(self) -> list[tuple[str, str]]:

@@ -280,3 +280,72 @@ class TestRecovery:
             }
         finally:
             await second.close()
+
+
+class TestDiedMidPost:
+    """The process died after the post reached the channel but before the row said so."""
+
+    async def _first_run(self, open_store: StoreFactory, clock: FakeClock, *, posted: bool) -> Any:
+        first = await harness(await open_store(), clock, lambda _m: Step(text="done"))
+        delivery = first.service.delivery
+        real_post = first.sink.post_bound
+
+        async def post_then_die(binding: Any, content: str) -> Any:
+            if posted:
+                await real_post(binding, content)
+            raise RuntimeError("process killed mid-post")
+
+        first.sink.post_bound = post_then_die  # type: ignore[method-assign]
+        await first.service.spawn(first.request(thread=True))
+        await first.settle()
+        statuses = await first.database.run(_repository.delivery_statuses)
+        assert list(statuses.values()) == ["sending"]
+        await first.close()
+        await first.database.close()
+        del delivery
+        first.sink.post_bound = real_post  # type: ignore[method-assign]
+        return first.sink
+
+    @pytest.mark.parametrize("posted", [True, False])
+    async def test_restart_checks_the_destination_before_posting(
+        self, open_store: StoreFactory, clock: FakeClock, posted: bool
+    ) -> None:
+        """Found in the channel: marked delivered, no second post; not found: posted once."""
+        channel = await self._first_run(open_store, clock, posted=posted)
+        second = await harness(await open_store(), clock, lambda _m: Step(text="x"), sink=channel)
+        try:
+            await second.bindings.start()
+            await second.service.start()
+            await second.settle()
+            assert len(channel.bound) == 1
+            assert channel.lookups == 1
+            statuses = await second.database.run(_repository.delivery_statuses)
+            assert list(statuses.values()) == ["delivered"]
+        finally:
+            await second.close()
+
+
+async def test_a_task_cut_by_a_shutdown_is_announced_after_the_restart(
+    open_store: StoreFactory, clock: FakeClock
+) -> None:
+    """A subagent still running at shutdown is not re-run: the restart announces it failed."""
+    long_sleep = ToolCall(id="s3", name="sleep", arguments='{"seconds": 100}')
+    first = await harness(await open_store(), clock, [Step(tool_calls=(long_sleep,))])
+    spawned = await first.service.spawn(first.request(thread=True))
+    await clock.wait_for_sleepers()
+    await first.close()
+    await first.database.close()
+    assert first.sink.posts == []
+
+    second = await harness(await open_store(), clock, sink=first.sink)
+    try:
+        await second.bindings.start()
+        await second.service.start()
+        await second.settle()
+        ((_, content),) = first.sink.bound
+        assert content.startswith("❌ **Subagent** failed.")
+        record = await second.service.get(spawned.record.session_key)
+        assert record.state == "failed"
+        assert second.provider.calls == []  # never silently re-run
+    finally:
+        await second.close()
