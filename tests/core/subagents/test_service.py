@@ -246,6 +246,42 @@ class TestParent:
         finally:
             await h.close()
 
+    async def test_a_running_parent_is_steered_with_the_result(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """The child finishes while the parent still works: the result reaches its next step."""
+        spawn = ToolCall(id="p1", name="spawn_subagent", arguments='{"task": "dig"}')
+        wait = ToolCall(id="p2", name="sleep", arguments='{"seconds": 5}')
+
+        def script(messages: Any) -> Step:
+            last = messages[-1]
+            if last.role == "user" and last.content == "plan":
+                return Step(tool_calls=(spawn,))
+            if last.role == "user" and last.content == "dig":
+                return Step(text="child result")
+            if last.role == "tool" and last.name == "spawn_subagent":
+                return Step(tool_calls=(wait,))
+            return Step(text="parent done")
+
+        h = await harness(database, clock, script)
+        try:
+            await h.bindings.bind("parent", "session", conv("555", "100"))
+            parent = await h.runtime.get("parent")
+            await parent.send("plan")
+            await clock.wait_for_sleepers()  # the parent sleeps in its second step
+            await h.settle()  # meanwhile the child finished and was announced
+            assert len(parent.tree.steering_queue) == 1
+            await clock.advance(5)
+            await parent.wait_idle()
+            last_call = h.provider.calls[-1]
+            told = [
+                m.content for m in last_call if m.role == "user" and "subagent_result" in m.content
+            ]
+            assert len(told) == 1
+            assert "child result" in told[0]
+        finally:
+            await h.close()
+
 
 class TestRecovery:
     async def test_a_restart_delivers_what_was_recorded_once(
