@@ -69,13 +69,16 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
         _check_agent(services.config, request.agent)
         return await _legacy(account, request, f"subagent:{uuid.uuid4().hex[:12]}")
 
+    requester = _requester(account.account_id, request.channel)
+    here = services.bindings.resolve_by_conversation(requester)  # asked from a bound thread
     spawned = await services.subagents.spawn(
         core_spawn.SpawnRequest(
             task=request.task,
             agent=request.agent,
             mode=request.mode,
             thread=True,
-            requester=_requester(account.account_id, request.channel),
+            parent_session_key=here.target_session_key if here else None,
+            requester=requester,
             requested_by=str(request.user_id),
             scope=str(request.guild_id),
         )

@@ -188,3 +188,25 @@ async def test_restart_after_the_post_but_before_it_was_recorded_posts_nothing_m
     statuses = await second.services.database.run(_repository.delivery_statuses)
     assert list(statuses.values()) == ["delivered"]
     assert FAREWELL in said[-1]
+
+
+async def test_a_spawn_from_a_bound_thread_reports_to_that_session(start_bot: StartBot) -> None:
+    """/agents spawn inside a session's thread: that session is the parent and is told."""
+    bot = await start_bot([Step(text="parent here"), Step(text="child result")])
+    parent_thread = thread_of(await spawn(bot, "be the parent", mode="session"))
+    await done(bot)
+    parent = bot.binding()
+    w = bot.world
+    handle = await bot.fake.invoke_command(
+        w.guild, parent_thread, w.alice, "agents spawn", {"task": "help out"}
+    )
+    async with asyncio.timeout(TIMEOUT):
+        (reply,) = await handle.wait_followups(1)
+    child_thread = thread_of([reply])
+    await done(bot)
+    assert child_thread != parent_thread
+    agent = await bot.services.runtime.get(parent.target_session_key)
+    (told,) = [e for e in agent.tree.events if e.type == "subagent.child_finished"]
+    assert told.payload["result"] == "child result"
+    assert len([c for c in contents(bot, child_thread) if ANNOUNCED in c]) == 1
+    assert not [c for c in contents(bot, parent_thread) if "child result" in c]
