@@ -45,7 +45,7 @@ from bot.account import AccountRuntime
 from bot.commands.steering import NOT_BOUND, binding_here
 from bot.handoff_brief import brief_pressed, watch_for_brief
 from core.agent.agent import Agent
-from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.bindings.records import SessionBindingRecord
 from core.errors import ThreadboundError
 from core.handoffs.activate import activate
 from core.handoffs.activation import HandoffRecord
@@ -236,13 +236,7 @@ async def _move_to_new_thread(
     new = await bindings.bind(
         record.target_session_key,
         record.target_kind,
-        ConversationRef(
-            channel=conversation.channel,
-            account_id=conversation.account_id,
-            conversation_id="",
-            parent_conversation_id=conversation.parent_conversation_id
-            or conversation.conversation_id,
-        ),
+        conversation.new_beside(),
         metadata=metadata,
         bound_by=record.bound_by,
     )

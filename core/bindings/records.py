@@ -66,6 +66,16 @@ class ConversationRef(BaseModel):
         """A short human-readable name, safe for logs and error messages."""
         return f"{self.channel}/{self.account_id}/{self.conversation_id or '<new>'}"
 
+    def new_beside(self) -> ConversationRef:
+        """A request to bind a new conversation next to this one: same channel and
+        account, under this one's parent (a thread's channel), or under this one."""
+        return ConversationRef(
+            channel=self.channel,
+            account_id=self.account_id,
+            conversation_id="",
+            parent_conversation_id=self.parent_conversation_id or self.conversation_id,
+        )
+
 
 class SessionBindingRecord(BaseModel):
     """One binding of a target session to a conversation.

@@ -18,7 +18,7 @@ was recorded). Found, the row is marked delivered without a second post.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -187,38 +187,22 @@ class CompletionDelivery:
         return again.binding is not None
 
     async def _post_bound(
-        self,
-        row: dict,
-        subagent: SubagentRecord,
-        resolution: DeliveryResolution,
+        self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> None:
         binding = resolution.binding
         assert binding is not None
-        conversation = binding.conversation
-        sink = self._sink(conversation)
         content = self._render(row, subagent, bound=True)
-        posted = await self._already_posted(sink, row, conversation, content)
-        if posted is None:
-            posted = await sink.post_bound(binding, content)
-        await self._mark(row, resolution, conversation.conversation_id, posted)
-        log_events.delivery_sent(
-            _log,
-            completion_id=row["completion_id"],
-            path=posted.path,
-            mode="bound",
-            binding_id=binding.binding_id,
-            target_session_key=subagent.session_key,
-            channel=conversation.channel,
-            account=conversation.account_id,
-            destination=conversation.conversation_id,
-            guild=subagent.scope,
+        await self._send(
+            row,
+            subagent,
+            resolution,
+            binding.conversation,
+            content,
+            lambda sink: sink.post_bound(binding, content),
         )
 
     async def _post_fallback(
-        self,
-        row: dict,
-        subagent: SubagentRecord,
-        resolution: DeliveryResolution,
+        self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> None:
         requester = subagent.requester
         log_events.delivery_fallback(
@@ -237,22 +221,41 @@ class CompletionDelivery:
                 f"completion {row['completion_id']} has no bound destination "
                 f"({resolution.reason}) and no requester to fall back to"
             )
-        sink = self._sink(requester)
         content = self._render(row, subagent, bound=False)
-        posted = await self._already_posted(sink, row, requester, content)
+        await self._send(
+            row,
+            subagent,
+            resolution,
+            requester,
+            content,
+            lambda sink: sink.post_to(requester, content),
+        )
+
+    async def _send(
+        self,
+        row: dict,
+        subagent: SubagentRecord,
+        resolution: DeliveryResolution,
+        conversation: ConversationRef,
+        content: str,
+        post: Callable[[CompletionSink], Awaitable[Posted]],
+    ) -> None:
+        """Post (unless a dead process already did), record it delivered, log it."""
+        sink = self._sink(conversation)
+        posted = await self._already_posted(sink, row, conversation, content)
         if posted is None:
-            posted = await sink.post_to(requester, content)
-        await self._mark(row, resolution, requester.conversation_id, posted)
+            posted = await post(sink)
+        await self._mark(row, resolution, conversation.conversation_id, posted)
         log_events.delivery_sent(
             _log,
             completion_id=row["completion_id"],
             path=posted.path,
-            mode="fallback",
-            binding_id=None,
+            mode=resolution.mode,
+            binding_id=resolution.binding.binding_id if resolution.binding else None,
             target_session_key=subagent.session_key,
-            channel=requester.channel,
-            account=requester.account_id,
-            destination=requester.conversation_id,
+            channel=conversation.channel,
+            account=conversation.account_id,
+            destination=conversation.conversation_id,
             guild=subagent.scope,
         )
 

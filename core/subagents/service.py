@@ -269,13 +269,7 @@ class SubagentService:
         return await self._bindings.bind(
             record.session_key,
             "subagent",
-            ConversationRef(
-                channel=requester.channel,
-                account_id=requester.account_id,
-                conversation_id="",
-                parent_conversation_id=requester.parent_conversation_id
-                or requester.conversation_id,
-            ),
+            requester.new_beside(),
             metadata=metadata,
             bound_by=record.requested_by,
         )
