@@ -50,6 +50,7 @@ from core.errors import ThreadboundError
 from core.handoffs.activate import activate
 from core.handoffs.activation import HandoffRecord
 from core.logging import get_logger
+from core.subagents.records import SubagentRecord
 
 __all__ = [
     "BRIEF_LABEL",
@@ -110,17 +111,25 @@ class BriefButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=BRIEF
 
 
 def setup_handoffs(client: discord.Client, account: AccountRuntime) -> None:
-    """Register the buttons with ``client`` and watch spawned sessions for their first turn."""
+    """Register the buttons with ``client``; offer the brief once a spawned task is announced."""
     client.add_dynamic_items(HandoffButton, BriefButton)
 
-    def started(_record: object, binding: SessionBindingRecord | None, agent: Agent) -> None:
-        if binding is None:
-            return
-        conversation = binding.conversation
-        if conversation.channel == "discord" and conversation.account_id == account.account_id:
-            watch_for_brief(account, binding, agent)
+    services = account.services
 
-    account.services.subagents.on_started(started)
+    def finished(record: SubagentRecord) -> None:
+        # After the task's announcement, so the button comes under it; a run-mode
+        # thread was let go by then and gets none.
+        live = [
+            b for b in services.bindings.list_by_session(record.session_key) if b.status == "active"
+        ]
+        agent = services.runtime.peek(record.session_key)
+        if not live or agent is None:
+            return
+        conversation = live[0].conversation
+        if conversation.channel == "discord" and conversation.account_id == account.account_id:
+            watch_for_brief(account, live[0], agent)
+
+    services.subagents.on_finished(finished)
 
 
 async def handoff_pressed(

@@ -39,7 +39,7 @@ from bot.playground.progress import Counts, Progress
 from bot.playground.web import PlaygroundWeb, World
 from bot.wiring import Services, build_services
 from core.bindings.lifecycle import run_maintenance
-from core.config import Config
+from core.config import AgentProfile, Config
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
 from core.providers.demo import DemoProvider
@@ -75,12 +75,23 @@ class PlaygroundError(ThreadboundError):
     """The playground cannot start (its port is taken, its state file is unreadable)."""
 
 
+DEMO_AGENTS = {
+    "scout": AgentProfile(
+        display_name="Scout", tools=["sleep", "spawn_subagent"], handoff_to=["writer"]
+    ),
+    "writer": AgentProfile(display_name="Writer", tools=["sleep"], user_startable=False),
+}
+"""Agents for a file with no ``[agents]``: Scout starts, and hands off to Writer, so the
+brief button and the Accept / Reject buttons can be tried."""
+
+
 def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Config:
     """The bot's configuration inside the playground.
 
     Only what must differ changes: Discord's addresses become the fake's, commands
     sync to the playground guild (instantly), the store is the playground's own
-    SQLite file, and spawnSubagentSessions is on unless the file decided it.
+    SQLite file, spawnSubagentSessions is on unless the file decided it, and a
+    file with no agents gets :data:`DEMO_AGENTS`.
     """
     discord_level = config.channels.discord
     bindings = discord_level.thread_bindings
@@ -97,7 +108,10 @@ def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Confi
         }
     )
     store = config.store.model_copy(update={"url": f"sqlite:///{config.playground.store_file}"})
-    return config.model_copy(update={"channels": channels, "discord": endpoints, "store": store})
+    agents = config.agents or dict(DEMO_AGENTS)
+    return config.model_copy(
+        update={"channels": channels, "discord": endpoints, "store": store, "agents": agents}
+    )
 
 
 @dataclass(slots=True)

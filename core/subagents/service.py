@@ -99,6 +99,9 @@ ThreadsAllowed = Callable[[SpawnRequest], bool]
 StartedObserver = Callable[[SubagentRecord, SessionBindingRecord | None, Agent], None]
 """Told when a subagent's agent runs (after a spawn, and again after a restart)."""
 
+FinishedObserver = Callable[[SubagentRecord], None]
+"""Told when a subagent's task is announced (and a run-mode thread let go)."""
+
 
 class SubagentService:
     """Spawns subagents and sees each task through to one delivered announcement."""
@@ -126,6 +129,7 @@ class SubagentService:
         self.clock: Clock = clock or SystemClock()
         self._timeout = timeout_seconds
         self._observers: list[StartedObserver] = []
+        self._finished: list[FinishedObserver] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watching: set[str] = set()
         self._recovery: asyncio.Future[None] | None = None
@@ -164,6 +168,10 @@ class SubagentService:
     def on_started(self, observer: StartedObserver) -> Callable[[], None]:
         self._observers.append(observer)
         return lambda: self._observers.remove(observer)
+
+    def on_finished(self, observer: FinishedObserver) -> Callable[[], None]:
+        self._finished.append(observer)
+        return lambda: self._finished.remove(observer)
 
     # -- spawn ---------------------------------------------------------------------
 
@@ -399,6 +407,13 @@ class SubagentService:
         if record.mode == "run" and record.binding_id is not None:
             why = "run-complete" if record.state == "completed" else "run-failed"
             await self._bindings.unbind(target_session_key=record.session_key, reason=why)
+        for observer in list(self._finished):
+            try:
+                observer(record)
+            except Exception:
+                _log.error(
+                    "subagent.observer_failed", session_key=record.session_key, exc_info=True
+                )
 
     async def _tell_parent(
         self, record: SubagentRecord, completion_id: str, outcome: Outcome, result: str

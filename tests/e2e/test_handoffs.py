@@ -120,6 +120,10 @@ class TestBriefAndAccept:
         button = await brief_message(bot, thread_id)
         assert buttons(button)[f"tb:brief:{record.binding_id}"]["label"] == BRIEF_LABEL
         assert button.allowed_mentions == {"parse": []}
+        (announced,) = [
+            m for m in bot.fake.messages_in(thread_id) if "completed its task" in m.content
+        ]
+        assert announced.id < button.id  # the button comes under the task's announcement
 
         _, offer = await press_brief(bot, record, alice)
         tree = tree_of(bot, key)

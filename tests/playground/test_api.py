@@ -110,7 +110,7 @@ async def test_session_spawn_steer_follow_up_and_completion(
     steer_view = next(m for m in rendered["messages"] if m["id"] == steer["id"])
     assert steer_view["reactions"] == [{"emoji": "🧭", "count": 1, "me": False}]
     personas = {m["author"]["name"] for m in rendered["messages"] if m["author"]["webhook"]}
-    assert personas == {"Subagent"}
+    assert personas == {"Scout"}  # the demo agent a file without [agents] gets
     parent = await page.get(f"/api/channels/{general}/messages?viewer={alice}")
     assert not any(FINAL in m["content"] for m in parent["messages"])
     assert playground.counts().bindings == 1

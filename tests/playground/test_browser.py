@@ -101,7 +101,7 @@ async def test_spawn_steer_follow_up_in_the_browser(
     await thread.click()
     await expect(page.get_by_test_id("channel-title")).to_contain_text("map the moon")
 
-    persona = page.locator('article[data-testid="message"][data-author="Subagent"]')
+    persona = page.locator('article[data-testid="message"][data-author="Scout"]')
     await expect(page.get_by_text("is working in this thread")).to_be_visible()
     await expect(persona.filter(has_text="Working on “map the moon”")).to_be_visible()
     await expect(persona.first.locator(".tag")).to_have_text("AGENT")
@@ -187,3 +187,37 @@ async def test_admin_and_buttons(
     interaction = await until(playground, clicked, "the component interaction")
     assert interaction.user_id == playground.world.member_ids[1]
     await shots.take("button-clicked")
+
+
+async def test_brief_and_handoff_buttons_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Scout's thread offers the brief button; pressing it, then Accept, hands over to Writer."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    shots = Shots(page, request.node.name)
+    await page.goto(playground.url)
+    await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    composer = page.get_by_test_id("composer")
+    await composer.fill('/agents spawn task:"plan a trip" mode:session')
+    await composer.press("Enter")
+    await page.locator('[data-testid="thread"]').click()
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    await expect(scout.filter(has_text="Final answer for “plan a trip”")).to_be_visible()
+
+    brief = page.locator('[data-custom-id^="tb:brief:"]')
+    await expect(brief).to_have_text("Ready — produce the brief")
+    await shots.take("brief-button")
+    await brief.click()
+    accept = page.locator('[data-custom-id^="tb:handoff:accept:"]')
+    await expect(accept).to_be_visible()
+    await expect(page.locator('[data-custom-id^="tb:handoff:reject:"]')).to_be_visible()
+    await shots.take("handoff-offered")
+
+    await accept.click()
+    writer = page.locator('article[data-testid="message"][data-author="Writer"]')
+    await expect(writer.filter(has_text="Final answer")).to_be_visible()
+    await expect(page.locator("#error")).to_be_hidden()
+    await shots.take("writer-took-over")
