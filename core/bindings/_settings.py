@@ -8,6 +8,7 @@ because a touch may have replaced it while the write was in flight.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,9 @@ class BindingSettings:
 
     _db: Database
     _index: BindingIndex
+    _metadata_lock: asyncio.Lock
+    """Metadata changes are read-merge-write across an await: one at a time, or a
+    concurrent change (a thread's mode and its status line, say) is lost."""
 
     if TYPE_CHECKING:  # provided by the service; declared for type checkers only
 
@@ -45,6 +49,12 @@ class BindingSettings:
             BindingError: the binding is not live.
             StoreError: the store did not commit; the metadata is unchanged.
         """
+        async with self._metadata_lock:
+            return await self._update_metadata(binding_id, changes)
+
+    async def _update_metadata(
+        self, binding_id: str, changes: dict[str, Any]
+    ) -> SessionBindingRecord:
         record = self._index.get(binding_id)
         if record is None or record.status != "active":
             raise BindingError(f"binding {binding_id} is not live; bind the conversation again")

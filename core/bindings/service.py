@@ -75,6 +75,7 @@ class SessionBindingService(BindingSettings):
         self._index = BindingIndex()
         self._reserved: set[ConversationKey] = set()
         self._pending_touches: dict[str, datetime] = {}
+        self._metadata_lock = asyncio.Lock()
 
     # -- start-up and shutdown -------------------------------------------------
 

@@ -449,3 +449,21 @@ async def test_update_metadata_is_persisted(open_store: StoreFactory, clock: Fak
     assert restarted.get(record.binding_id).metadata["default_mode"] == "follow_up"
     with pytest.raises(BindingError, match="is not live"):
         await restarted.update_metadata("missing", x=1)
+
+
+async def test_concurrent_metadata_updates_both_land(
+    open_store: StoreFactory, clock: FakeClock
+) -> None:
+    """Two changes at once (a thread's mode and its status line) both stay, in memory and stored."""
+    service = await service_on(await open_store(), clock)
+    record = await service.bind("s1", "session", conv("t1"))
+    await asyncio.gather(
+        service.update_metadata(record.binding_id, default_mode="follow_up"),
+        service.update_metadata(record.binding_id, status_message_id="42"),
+    )
+    assert service.get(record.binding_id).metadata == {
+        "default_mode": "follow_up",
+        "status_message_id": "42",
+    }
+    restarted = await service_on(await open_store(), clock)
+    assert restarted.get(record.binding_id).metadata == service.get(record.binding_id).metadata
