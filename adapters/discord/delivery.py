@@ -37,9 +37,11 @@ from core.logging import get_logger
 
 __all__ = [
     "DEFAULT_PERSONA",
+    "STATUS_MESSAGE_KEY",
     "BotSink",
     "Persona",
     "SentMessage",
+    "StatusSink",
     "ThreadDelivery",
     "ThreadSink",
     "persona_of",
@@ -57,6 +59,8 @@ class Persona:
 
 
 DEFAULT_PERSONA = Persona(name="Subagent")
+STATUS_MESSAGE_KEY = "status_message_id"
+"""Binding metadata: the message that is the thread's status line."""
 
 
 def persona_of(record: SessionBindingRecord) -> Persona:
@@ -82,7 +86,7 @@ class ThreadDelivery:
     ) -> None:
         self.manager = manager
         self._webhooks = webhooks
-        self._bindings = bindings
+        self.bindings = bindings
 
     async def send(
         self, record: SessionBindingRecord, persona: Persona, content: str
@@ -101,7 +105,7 @@ class ThreadDelivery:
                 code=exc.code,
             )
             sent = await self._bot_send(record, content, thread_id)
-        self._bindings.touch(record.binding_id)
+        self.bindings.touch(record.binding_id)
         return sent
 
     async def edit(self, record: SessionBindingRecord, sent: SentMessage, content: str) -> None:
@@ -123,7 +127,7 @@ class ThreadDelivery:
         except discord.HTTPException as exc:
             await self._end_if_fatal(record, exc)
             raise DeliveryError(f"could not edit message {sent.message_id}: {exc.text}") from exc
-        self._bindings.touch(record.binding_id)
+        self.bindings.touch(record.binding_id)
 
     async def _webhook_send(
         self, record: SessionBindingRecord, persona: Persona, content: str, thread_id: int
@@ -165,7 +169,7 @@ class ThreadDelivery:
         reason = {UNKNOWN_CHANNEL: "thread-deleted", THREAD_LOCKED: "thread-archived"}.get(exc.code)
         if reason is None:
             return
-        await self._bindings.unbind(record.binding_id, reason=reason)
+        await self.bindings.unbind(record.binding_id, reason=reason)
         raise DeliveryError(
             f"thread {record.conversation.conversation_id} is "
             f"{'gone' if reason == 'thread-deleted' else 'locked'}; its binding has ended"
@@ -203,6 +207,46 @@ class BotSink:
         await thread.get_partial_message(int(message_id)).edit(
             content=content, allowed_mentions=_NO_MENTIONS
         )
+
+
+class StatusSink:
+    """The thread's one status line, kept across the agents shown there.
+
+    An agent rebuilt after eviction or a restart, or a new agent after a
+    handoff, gets a new presenter; without this each would post its own
+    "Status:" message. The line's message id lives in the binding's metadata
+    (``status_message_id``): a new presenter edits that message, and posts a
+    new one only if it was deleted.
+    """
+
+    def __init__(
+        self,
+        manager: ThreadBindingManager,
+        bindings: SessionBindingService,
+        record: SessionBindingRecord,
+    ) -> None:
+        self._bot = BotSink(manager, record)
+        self._bindings = bindings
+        self._binding_id = record.binding_id
+
+    async def send(self, content: str) -> str:
+        current = self._bindings.get(self._binding_id)
+        known = current.metadata.get(STATUS_MESSAGE_KEY) if current else None
+        if known:
+            try:
+                await self._bot.edit(str(known), content)
+                return str(known)
+            except discord.NotFound:
+                pass  # deleted by someone: a new line below
+        message_id = await self._bot.send(content)
+        if current is not None and current.status == "active":
+            await self._bindings.update_metadata(
+                self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
+            )
+        return message_id
+
+    async def edit(self, message_id: str, content: str) -> None:
+        await self._bot.edit(message_id, content)
 
 
 class ThreadSink:

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from adapters.discord.delivery import BotSink, Persona, ThreadDelivery, ThreadSink
+from adapters.discord.delivery import Persona, StatusSink, ThreadDelivery, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from core.agent.agent import Agent
 from core.agent.events import (
@@ -136,7 +136,7 @@ class ThreadPresenter:
             return
         if self._status is None:
             self._status = StreamingMessage(
-                BotSink(self._delivery.manager, self._record),
+                StatusSink(self._delivery.manager, self._delivery.bindings, self._record),
                 clock=self._clock,
                 min_interval=self._interval,
             )

@@ -47,8 +47,8 @@ def ephemeral(response: InteractionResponse) -> bool:
 async def bound_thread(bot: Bot) -> tuple[Any, int]:
     """Spawn a session-mode subagent (by alice); its binding and thread id."""
     await spawn(bot, "greet", mode="session")
-    record = bot.binding()
-    await settle(bot, record.target_session_key)
+    await settle(bot, bot.binding().target_session_key)
+    record = bot.binding()  # with what the first turn stored (the status line's id)
     return record, int(record.conversation.conversation_id)
 
 

@@ -207,7 +207,8 @@ class TestSeedRequirements:
             resolution = bot.services.router.resolve_destination(
                 target_session_key=record.target_session_key, requester=requester
             )
-            assert (resolution.mode, resolution.binding) == ("bound", record)
+            assert resolution.mode == "bound"
+            assert resolution.binding.binding_id == record.binding_id
             await bot.client.account.delivery.send(
                 resolution.binding, Persona("Done"), f"completed {record.target_session_key}"
             )
@@ -361,3 +362,21 @@ async def test_status_turns_idle_only_after_the_last_words_landed(start_bot: Sta
     )
     last_text = max(i for i, r in enumerate(requests) if r.path.startswith("/webhooks/"))
     assert last_text < idle
+
+
+async def test_one_status_line_survives_a_rebuilt_agent(start_bot: StartBot) -> None:
+    """After the agent is rebuilt (eviction, restart, handoff) the same status line is edited."""
+    bot = await start_bot([Step(text="first"), Step(text="second")])
+    await spawn(bot, "begin", mode="session")
+    record = bot.binding()
+    thread_id = int(record.conversation.conversation_id)
+    await settle(bot, record.target_session_key)
+    await bot.services.subagents.wait_settled()  # the task's announcement is out
+    await bot.services.runtime.reload(record.target_session_key)  # a new agent instance
+
+    await bot.fake.user_says(thread_id, bot.world.alice, "go on")
+    async with asyncio.timeout(TIMEOUT):
+        await bot.provider.wait_calls(2)
+    await settle(bot, record.target_session_key)
+    assert status_line(bot.fake, thread_id) == "Status: ✅ idle"  # exactly one such message
+    assert [m.content for m in persona_messages(bot.fake, thread_id)][-1] == "second"
