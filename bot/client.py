@@ -66,6 +66,9 @@ class ThreadboundClient(discord.Client):
         for command in commands:
             self.tree.add_command(command)
         setup_handoffs(self, self.account)
+        # Undelivered completions and unfinished tasks of a previous run, picked up
+        # (once per process) before the gateway connects and new work can arrive.
+        await self.services.subagents.start()
         guilds = self.services.config.discord.command_guild_ids
         if guilds:
             for guild_id in guilds:
@@ -76,8 +79,6 @@ class ThreadboundClient(discord.Client):
             await self.tree.sync()
 
     async def on_ready(self) -> None:
-        # Undelivered completions and unfinished tasks of a previous run (once per process).
-        await self.services.subagents.start()
         _log.info(
             "bot.ready",
             account=self.account_id,

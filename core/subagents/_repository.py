@@ -139,21 +139,27 @@ def release(conn: Connection, completion_id: str, give_up: bool) -> None:
     )
 
 
-def recover_pending(conn: Connection) -> list[PendingCompletion]:
-    """At start-up only: completions not delivered yet, oldest first.
+def recover_pending(
+    conn: Connection, in_flight: frozenset[str] = frozenset()
+) -> list[PendingCompletion]:
+    """At start-up: completions not delivered yet, oldest first.
 
     A row left ``sending`` belonged to a process that died mid-post: the post
     may have reached the channel. It becomes ``uncertain``, and whoever claims
-    it looks in the destination before posting. (Called while this process
-    posts, it would mark live posts uncertain; hence start-up only.)
+    it looks in the destination before posting. ``in_flight`` are this
+    process's own posts under way: they are not a dead process's and are
+    left as they are.
     """
-    conn.execute(update(_D).where(_D.c.status == "sending").values(status="uncertain"))
+    stale = update(_D).where(_D.c.status == "sending")
+    if in_flight:
+        stale = stale.where(_D.c.completion_id.not_in(in_flight))
+    conn.execute(stale.values(status="uncertain"))
     rows = conn.execute(
         select(_D)
         .where(_D.c.status.in_(("pending", "uncertain")))
         .order_by(_D.c.created_at, _D.c.completion_id)
     )
-    return [dict(row._mapping) for row in rows]
+    return [dict(row._mapping) for row in rows if row.completion_id not in in_flight]
 
 
 def delivery_statuses(conn: Connection) -> dict[str, str]:

@@ -115,6 +115,7 @@ class CompletionDelivery:
         self.clock: Clock = clock or SystemClock()
         self._max_attempts = max_attempts
         self._retry_seconds = retry_seconds
+        self._in_flight: set[str] = set()
 
     async def record(
         self, completion_id: str, session_key: str, outcome: Outcome, result: str
@@ -132,8 +133,12 @@ class CompletionDelivery:
         )
 
     async def recover(self) -> list[_repository.PendingCompletion]:
-        """At start-up: the completions a previous process recorded but did not post."""
-        return await self._db.run(_repository.recover_pending)
+        """At start-up: the completions a previous process recorded but did not post.
+
+        Posts this process has in flight are left alone: only a dead process's
+        ``sending`` rows become ``uncertain``.
+        """
+        return await self._db.run(_repository.recover_pending, frozenset(self._in_flight))
 
     async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
@@ -144,6 +149,7 @@ class CompletionDelivery:
             row = await self._db.run(_repository.claim, completion_id)
             if row is None:
                 return False  # delivered, being delivered, or given up on
+            self._in_flight.add(completion_id)
             try:
                 await self._post(row, subagent)
             except DeliveryError as exc:
@@ -162,6 +168,8 @@ class CompletionDelivery:
                     return False
                 await self.clock.sleep(self._retry_seconds * row["attempts"])
                 continue
+            finally:
+                self._in_flight.discard(completion_id)
             return True
 
     async def _post(self, row: dict, subagent: SubagentRecord) -> None:

@@ -385,3 +385,16 @@ async def test_a_task_cut_by_a_shutdown_is_announced_after_the_restart(
         assert second.provider.calls == []  # never silently re-run
     finally:
         await second.close()
+
+
+async def test_a_late_start_leaves_this_processs_posts_in_flight_alone(h: Harness) -> None:
+    """start() while a post is under way must not treat it as a dead process's post."""
+    gate = asyncio.Event()
+    h.sink.gate = gate
+    await h.service.spawn(h.request(thread=True))
+    await asyncio.wait_for(h.sink.entered.wait(), 10)  # the announcement is being posted
+    await h.service.start()
+    gate.set()
+    await h.settle()
+    assert len(h.sink.posts) == 1
+    assert h.sink.lookups == 0
