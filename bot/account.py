@@ -88,7 +88,7 @@ class AccountRuntime:
         self._presenters[record.binding_id] = (agent, presenter)
         return presenter
 
-    def run_in_background(self, work: Coroutine[Any, Any, None]) -> None:
+    def run_in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` as a task this account owns until it finishes.
 
         asyncio holds only weak references to tasks; a task kept by nothing

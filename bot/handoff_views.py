@@ -47,7 +47,7 @@ from bot.handoff_brief import brief_pressed, watch_for_brief
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 from core.errors import ThreadboundError
-from core.handoffs.activate import activate
+from core.handoffs.activate import activate, complete_when_done
 from core.handoffs.activation import HandoffRecord
 from core.logging import get_logger
 from core.subagents.records import SubagentRecord
@@ -217,6 +217,10 @@ async def _accept(
         handoff_id=handoff_id,
         actor=user,
         before_input=take_over,
+    )
+    # "completed" once the new agent has worked through the brief
+    account.run_in_background(
+        complete_when_done(activation, handoffs=services.handoffs, runtime=services.runtime)
     )
     return activation.handoff, where[0]
 

@@ -38,7 +38,14 @@ from core.logging import get_logger
 from core.runtime import SessionRuntime
 from core.sessions.tree import SessionTree
 
-__all__ = ["Activation", "ActivationRefused", "BeforeInput", "activate", "handoff_input"]
+__all__ = [
+    "Activation",
+    "ActivationRefused",
+    "BeforeInput",
+    "activate",
+    "complete_when_done",
+    "handoff_input",
+]
 
 _log = get_logger("core.handoffs")
 
@@ -185,3 +192,28 @@ async def activate(
         actor=actor,
     )
     return Activation(accepted, new_agent, submission, text)
+
+
+async def complete_when_done(
+    activation: Activation, *, handoffs: HandoffService, runtime: SessionRuntime
+) -> HandoffRecord | None:
+    """Mark the handoff ``completed`` once the new agent has worked through its input.
+
+    Run in the background after :func:`activate`. A completed handoff activates
+    nothing any more; the agent it brought in keeps running the session (the
+    log names it). If the process stops first, the handoff stays ``accepted``.
+    """
+    await activation.agent.wait_idle()
+    agent = await runtime.get(activation.agent.session_key)
+    try:
+        return await handoffs.complete(
+            agent.tree, activation.handoff.id, actor=activation.handoff.to_agent
+        )
+    except ThreadboundError:
+        _log.warning(
+            "handoff.complete_failed",
+            session_key=agent.session_key,
+            handoff_id=activation.handoff.id,
+            exc_info=True,
+        )
+        return None

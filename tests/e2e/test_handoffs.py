@@ -164,8 +164,10 @@ class TestBriefAndAccept:
             await edited(handle)
         await settle(bot, key)
 
-        (accepted,) = await bot.services.handoffs.list(key)
-        assert accepted.status == "accepted"
+        (done,) = await bot.services.handoffs.list(key)
+        assert done.status == "completed"  # accepted, then completed once Writer answered
+        statuses = [e.type for e in tree_of(bot, key).events if e.type.startswith("handoff.")]
+        assert statuses == ["handoff.offered", "handoff.accepted", "handoff.completed"]
         agent = await bot.services.runtime.get(key)
         assert active_agent(agent.tree) == "writer"
         assert agent.agent_name == "writer"
