@@ -20,9 +20,11 @@ from core.sessions.tree import SessionTree
 __all__ = [
     "INTERRUPTED_RESULT",
     "SKIPPED_RESULT",
+    "SYSTEM_AUTHOR_PREFIX",
     "MessageDeriver",
     "derive_messages",
     "render_steering",
+    "steering_source",
     "unanswered_results",
 ]
 
@@ -33,6 +35,15 @@ INTERRUPTED_RESULT = "not run: the turn was interrupted before this tool call fi
 def render_steering(text: str, source: str = "user") -> str:
     """A steering message as the model sees it."""
     return f'<steering source="{escape(source, quote=True)}">{text}</steering>'
+
+
+SYSTEM_AUTHOR_PREFIX = "system:"
+"""Author ids of messages the bot itself sends an agent (``system:subagents``)."""
+
+
+def steering_source(author_id: str | None) -> str:
+    """``system`` for the bot's own steering (a child's result), else ``user``."""
+    return "system" if (author_id or "").startswith(SYSTEM_AUTHOR_PREFIX) else "user"
 
 
 _CONVERSATION_TYPES = frozenset({"user_message", "assistant_message", "tool_result"})
@@ -97,7 +108,7 @@ def _convert(event: SessionEvent) -> ChatMessage:
     if event.type == "user_message":
         text = payload["text"]
         if event.delivery_mode == "steer":
-            text = render_steering(text)
+            text = render_steering(text, steering_source(payload.get("author_id")))
         return ChatMessage(role="user", content=text)
     if event.type == "assistant_message":
         calls = tuple(

@@ -30,6 +30,7 @@ from typing import Any
 
 from core.agent.agent import Agent
 from core.agent.assignment import AGENT_ACTIVATED
+from core.agent.messages import SYSTEM_AUTHOR_PREFIX
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
@@ -439,7 +440,10 @@ class SubagentService:
                 },
             )
             if parent.running:
-                await parent.steer(parent_message(self.name_of(record), outcome, result))
+                await parent.steer(
+                    parent_message(self.name_of(record), outcome, result),
+                    author_id=f"{SYSTEM_AUTHOR_PREFIX}subagents",
+                )
         except Exception:
             _log.error(
                 "subagent.parent_not_told",

@@ -279,6 +279,7 @@ class TestParent:
             ]
             assert len(told) == 1
             assert "child result" in told[0]
+            assert told[0].startswith('<steering source="system">')  # from the bot, not a user
         finally:
             await h.close()
 
