@@ -14,6 +14,7 @@ from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
+from bot.handoff_brief import offer_missed_briefs
 from bot.handoff_views import setup_handoffs
 from bot.wiring import Services
 from core.logging import get_logger
@@ -69,6 +70,7 @@ class ThreadboundClient(discord.Client):
         # Undelivered completions and unfinished tasks of a previous run, picked up
         # (once per process) before the gateway connects and new work can arrive.
         await self.services.subagents.start()
+        self.account.run_in_background(offer_missed_briefs(self.account))
         guilds = self.services.config.discord.command_guild_ids
         if guilds:
             for guild_id in guilds:

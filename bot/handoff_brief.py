@@ -44,6 +44,7 @@ __all__ = [
     "PROMPTED_KEY",
     "brief_from_answer",
     "brief_pressed",
+    "offer_missed_briefs",
     "watch_for_brief",
 ]
 
@@ -82,6 +83,26 @@ def watch_for_brief(account: AccountRuntime, record: SessionBindingRecord, agent
             account.run_in_background(_post_brief_button(account, record.binding_id, current))
 
     unsubscribe = agent.subscribe(on_event)
+
+
+async def offer_missed_briefs(account: AccountRuntime) -> None:
+    """At start-up: post the brief button where a previous process announced the task
+    but stopped before the button was posted."""
+    services = account.services
+    for record in services.bindings.live():
+        conversation = record.conversation
+        if conversation.channel != "discord" or conversation.account_id != account.account_id:
+            continue
+        agent_id = record.metadata.get("agent")
+        profile = services.config.agents.get(agent_id or "")
+        if profile is None or not profile.handoff_to:
+            continue
+        if agent_id in (record.metadata.get(PROMPTED_KEY) or ()):
+            continue
+        subagent = await services.subagents.get(record.target_session_key)
+        if subagent is None or subagent.state != "idle":
+            continue  # still at work: the announcement will bring the button
+        watch_for_brief(account, record, await services.runtime.get(record.target_session_key))
 
 
 async def _post_brief_button(account: AccountRuntime, binding_id: str, agent_id: str) -> None:

@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from bot.commands.artifacts import NO_ARTIFACTS
 from bot.commands.steering import NOT_BOUND
 from bot.handoff_brief import brief_from_answer
@@ -282,6 +284,28 @@ class TestRestart:
         assert second.provider.calls[1][-1].content == BRIEF_INPUT
         briefs = [m for m in second.fake.messages_in(thread_id) if has_button("tb:brief:")(m)]
         assert len(briefs) == 1  # not posted again by the restarted bot
+
+    async def test_a_button_missed_by_a_stopped_bot_is_posted_after_the_restart(
+        self, start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The task was announced, the process stopped before the button: the restart posts it."""
+        import bot.handoff_views
+
+        monkeypatch.setattr(bot.handoff_views, "watch_for_brief", lambda *_args: None)
+        first, record = await scout_session(start_bot, [Step(text=SCOUT_ANSWER)])
+        await first.services.subagents.wait_settled()
+        thread_id = int(record.conversation.conversation_id)
+        assert not [m for m in first.fake.messages_in(thread_id) if has_button("tb:brief:")(m)]
+        await first.client.close()
+        await first.services.close()
+        monkeypatch.undo()
+
+        second = await start_bot([], agents=AGENTS)
+        button = await brief_message(second, thread_id)
+        async with asyncio.timeout(TIMEOUT):
+            await second.client.account.drain()
+        briefs = [m for m in second.fake.messages_in(thread_id) if has_button("tb:brief:")(m)]
+        assert [m.id for m in briefs] == [button.id]
 
 
 class TestSystemOnly:
