@@ -67,9 +67,9 @@ class ThreadboundClient(discord.Client):
         for command in commands:
             self.tree.add_command(command)
         setup_handoffs(self, self.account)
-        # Undelivered completions and unfinished tasks of a previous run, picked up
-        # (once per process) before the gateway connects and new work can arrive.
-        await self.services.subagents.start()
+        # What a previous run left unfinished (once per process), before the gateway
+        # connects and new work can arrive.
+        await self.services.pick_up()
         self.account.run_in_background(offer_missed_briefs(self.account))
         guilds = self.services.config.discord.command_guild_ids
         if guilds:

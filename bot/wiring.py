@@ -8,6 +8,7 @@ are flushed, then the store closes.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +25,10 @@ from core.bindings.service import LifecycleDefaults, SessionBindingService
 from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config, resolve_thread_bindings
 from core.errors import ProviderError
+from core.handoffs.activate import finish_accepted
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
+from core.logging import get_logger
 from core.overrides import RuntimeOverrides
 from core.providers.config import build_provider
 from core.providers.types import ChatMessage, Provider, ProviderEvent, ToolSpec
@@ -37,6 +40,8 @@ from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, Subag
 from core.subagents.tool import spawn_tool_handler
 
 del _builtin_artifacts  # imported for its registrations (brief, note)
+
+_log = get_logger("bot.wiring")
 
 __all__ = ["NoProvider", "Services", "build_services", "lifecycle_defaults_for"]
 
@@ -56,6 +61,22 @@ class Services:
     artifacts: ArtifactService
     handoffs: HandoffService
     providers: dict[str, Provider] = field(default_factory=dict)
+
+    _picked_up: asyncio.Future[None] | None = None
+
+    async def pick_up(self) -> None:
+        """What a previous process left unfinished, picked up once per process: undelivered
+        completions and unfinished subagent tasks, then accepted handoffs already answered.
+        Every caller (each account's client) waits for that one run."""
+        if self._picked_up is None:
+            self._picked_up = asyncio.ensure_future(self._pick_up())
+        await asyncio.shield(self._picked_up)
+
+    async def _pick_up(self) -> None:
+        await self.subagents.start()
+        done = await finish_accepted(handoffs=self.handoffs, runtime=self.runtime)
+        if done:
+            _log.info("handoffs.completed_at_start", count=done)
 
     @property
     def sinks(self) -> SinkRegistry:

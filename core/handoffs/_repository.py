@@ -10,7 +10,7 @@ from sqlalchemy import Connection, delete, select
 from core.handoffs.activation import HandoffRecord
 from core.store.tables import HandoffRow
 
-__all__ = ["list_for_session", "replace_session", "upsert"]
+__all__ = ["list_for_session", "list_with_status", "replace_session", "upsert"]
 
 _T = HandoffRow.__table__  # type: ignore[attr-defined]
 
@@ -39,4 +39,10 @@ def list_for_session(conn: Connection, session_key: str) -> list[HandoffRecord]:
     rows = conn.execute(
         select(_T).where(_T.c.session_key == session_key).order_by(_T.c.created_at, _T.c.id)
     )
+    return [HandoffRecord.model_validate(dict(row._mapping)) for row in rows]
+
+
+def list_with_status(conn: Connection, status: str) -> list[HandoffRecord]:
+    """Every session's handoffs in ``status``, oldest offer first."""
+    rows = conn.execute(select(_T).where(_T.c.status == status).order_by(_T.c.created_at, _T.c.id))
     return [HandoffRecord.model_validate(dict(row._mapping)) for row in rows]

@@ -44,6 +44,7 @@ __all__ = [
     "BeforeInput",
     "activate",
     "complete_when_done",
+    "finish_accepted",
     "handoff_input",
 ]
 
@@ -217,3 +218,37 @@ async def complete_when_done(
             exc_info=True,
         )
         return None
+
+
+def _answered_since_activation(tree: SessionTree, handoff_id: str) -> bool:
+    """A turn ended after the ``agent.activated`` event this handoff wrote."""
+    activated = False
+    for event in tree.events:
+        if event.type == AGENT_ACTIVATED and event.payload.get("handoff_id") == handoff_id:
+            activated = True
+        elif activated and event.type == "turn_ended":
+            return True
+    return False
+
+
+async def finish_accepted(*, handoffs: HandoffService, runtime: SessionRuntime) -> int:
+    """At start-up: complete the accepted handoffs whose new agent has answered.
+
+    A process that stopped after the new agent answered (or while it worked:
+    its queued input resumes with the session) left them ``accepted``. One
+    whose input never reached the new agent stays accepted. Returns how many
+    were completed.
+    """
+    completed = 0
+    for handoff in await handoffs.accepted():
+        agent = await runtime.get(handoff.session_key)
+        await agent.wait_idle()
+        agent = await runtime.get(handoff.session_key)
+        if not _answered_since_activation(agent.tree, handoff.id):
+            continue
+        try:
+            await handoffs.complete(agent.tree, handoff.id, actor=handoff.to_agent)
+            completed += 1
+        except ThreadboundError:
+            _log.warning("handoff.complete_failed", handoff_id=handoff.id, exc_info=True)
+    return completed

@@ -174,6 +174,13 @@ class HandoffService:
 
     # -- reading and repair ---------------------------------------------------------
 
+    async def accepted(self) -> builtins.list[HandoffRecord]:
+        """Every session's accepted handoffs (not yet completed), oldest offer first."""
+        try:
+            return await self._db.run(_repository.list_with_status, "accepted")
+        except SQLAlchemyError as exc:
+            raise StoreError(f"could not list accepted handoffs: {type(exc).__name__}") from exc
+
     async def list(self, session_key: str) -> list[HandoffRecord]:
         """The session's handoffs from the table, oldest offer first."""
         try:

@@ -19,7 +19,14 @@ from core.clock import FakeClock
 from core.config import Config, parse_config
 from core.errors import HandoffError, SessionError
 from core.handoffs import HandoffRecord, HandoffService
-from core.handoffs.activate import Activation, ActivationRefused, BeforeInput, activate
+from core.handoffs.activate import (
+    Activation,
+    ActivationRefused,
+    BeforeInput,
+    activate,
+    complete_when_done,
+    finish_accepted,
+)
 from core.providers.scripted import ScriptedProvider, Step
 from core.runtime import SessionRuntime
 from core.sessions import SessionLog
@@ -159,6 +166,34 @@ class TestActivate:
         again = build(database, clock, [])
         agent = await again.runtime.get(KEY)
         assert (agent.agent_name, agent.system_prompt) == ("writer", "You write.")
+
+
+class TestCompletion:
+    async def test_completed_once_the_target_has_answered(self, world: World) -> None:
+        """complete_when_done: accepted -> completed after the writer's answer."""
+        handoff = await offer(world, await scout_turn(world))
+        result = await world.activate(handoff.id)
+        async with asyncio.timeout(TIMEOUT):
+            done = await complete_when_done(result, handoffs=world.handoffs, runtime=world.runtime)
+        assert done is not None
+        assert await world.statuses() == ["completed"]
+
+    async def test_a_restart_completes_what_a_stopped_process_left_accepted(
+        self, world: World, database: Database, clock: FakeClock
+    ) -> None:
+        """The writer answered, then the process stopped: the next start completes the handoff."""
+        handoff = await offer(world, await scout_turn(world))
+        result = await world.activate(handoff.id)
+        async with asyncio.timeout(TIMEOUT):
+            await result.agent.wait_idle()
+        assert await world.statuses() == ["accepted"]
+
+        again = build(database, clock, [])
+        async with asyncio.timeout(TIMEOUT):
+            assert await finish_accepted(handoffs=again.handoffs, runtime=again.runtime) == 1
+            assert await finish_accepted(handoffs=again.handoffs, runtime=again.runtime) == 0
+        assert await again.statuses() == ["completed"]
+        await again.runtime.close()
 
 
 class TestRefusals:
