@@ -13,10 +13,9 @@ failure clean:
 4. start the agent on the task; if that fails after the bind, the binding
    ends with reason ``spawn-failed`` (the farewell says so).
 
-When the task is done (the agent idle with nothing queued, or the timeout),
-the completion is recorded in the child's log and the outbox, the parent is
-told, the announcement is delivered once (:mod:`core.subagents.delivery`),
-and a run-mode subagent lets its thread go with a farewell.
+Then :mod:`core.subagents.completion` sees the task through to one
+announcement. At start-up :meth:`SubagentService.start` picks up what a
+previous process left: completions not delivered, tasks not finished.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from typing import Any
 
 from core.agent.agent import Agent
 from core.agent.assignment import AGENT_ACTIVATED
-from core.agent.messages import SYSTEM_AUTHOR_PREFIX
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
@@ -43,14 +41,13 @@ from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
 from core.store.database import Database
 from core.subagents import _repository
+from core.subagents.completion import FinishedObserver, TaskCompletion
 from core.subagents.delivery import CompletionDelivery
-from core.subagents.events import CHILD_FINISHED, COMPLETED, SPAWNED
+from core.subagents.events import SPAWNED
 from core.subagents.records import (
-    Outcome,
     SpawnMode,
     SubagentRecord,
     SubagentState,
-    outcome_state,
 )
 
 __all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService"]
@@ -100,9 +97,6 @@ ThreadsAllowed = Callable[[SpawnRequest], bool]
 StartedObserver = Callable[[SubagentRecord, SessionBindingRecord | None, Agent], None]
 """Told when a subagent's agent runs (after a spawn, and again after a restart)."""
 
-FinishedObserver = Callable[[SubagentRecord], None]
-"""Told when a subagent's task is announced (and a run-mode thread let go)."""
-
 
 class SubagentService:
     """Spawns subagents and sees each task through to one delivered announcement."""
@@ -128,12 +122,17 @@ class SubagentService:
         self._profiles = profiles
         self._threads_allowed = threads_allowed
         self.clock: Clock = clock or SystemClock()
-        self._timeout = timeout_seconds
         self._observers: list[StartedObserver] = []
-        self._finished: list[FinishedObserver] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._watching: set[str] = set()
         self._recovery: asyncio.Future[None] | None = None
+        self._completion = TaskCompletion(
+            runtime,
+            bindings,
+            delivery,
+            save=self._save,
+            name_of=self.name_of,
+            clock=self.clock,
+            timeout_seconds=timeout_seconds,
+        )
 
     # -- names and profiles -------------------------------------------------------
 
@@ -171,8 +170,7 @@ class SubagentService:
         return lambda: self._observers.remove(observer)
 
     def on_finished(self, observer: FinishedObserver) -> Callable[[], None]:
-        self._finished.append(observer)
-        return lambda: self._finished.remove(observer)
+        return self._completion.on_finished(observer)
 
     # -- spawn ---------------------------------------------------------------------
 
@@ -232,7 +230,7 @@ class SubagentService:
         except Exception as exc:
             await self._start_failed(record, binding, exc)
             raise
-        self._watch(record)
+        self._completion.watch(record)
         return Spawned(record, binding, agent, self.display_name(agent_id))
 
     async def _open_child(self, record: SubagentRecord) -> None:
@@ -314,144 +312,6 @@ class SubagentService:
         await self._db.run(_repository.upsert_subagent, record)
         return record
 
-    # -- watching and completion ----------------------------------------------------
-
-    def _watch(self, record: SubagentRecord) -> None:
-        if record.session_key in self._watching:
-            return
-        self._watching.add(record.session_key)
-        self._background(self._see_through(record))
-
-    def _background(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _see_through(self, record: SubagentRecord) -> None:
-        key = record.session_key
-        try:
-            agent = await self._runtime.get(key)
-            outcome, reason, turn_id = await self._wait_outcome(agent)
-            # A crash may have replaced the agent meanwhile: write through the current one.
-            agent = await self._runtime.get(key)
-            await self._complete(record, agent, outcome, reason, turn_id)
-        except Exception:
-            _log.error("subagent.watch_failed", session_key=key, exc_info=True)
-        finally:
-            self._watching.discard(key)
-
-    async def _wait_outcome(self, agent: Agent) -> tuple[Outcome, str | None, str]:
-        idle = asyncio.ensure_future(agent.wait_idle())
-        if self._timeout is None:
-            await idle
-        else:
-            timer = asyncio.ensure_future(self.clock.sleep(self._timeout))
-            done, _ = await asyncio.wait({idle, timer}, return_when=asyncio.FIRST_COMPLETED)
-            timer.cancel()
-            if idle not in done:
-                turn_id = agent.tree.running_turn_id or "timeout"
-                idle.cancel()
-                await agent.cancel()
-                return "timed_out", f"no result within {self._timeout:g}s", turn_id
-        return task_outcome(agent.tree)
-
-    async def _complete(
-        self,
-        record: SubagentRecord,
-        agent: Agent,
-        outcome: Outcome,
-        reason: str | None,
-        turn_id: str,
-    ) -> None:
-        key = record.session_key
-        completion_id = f"{key}/{turn_id}"
-        result = last_answer(agent.tree)
-        already = any(
-            e.type == COMPLETED and e.payload["completion_id"] == completion_id
-            for e in agent.tree.events
-        )
-        if not already:
-            await agent.append(
-                COMPLETED,
-                {
-                    "completion_id": completion_id,
-                    "outcome": outcome,
-                    "result": result,
-                    "reason": reason,
-                },
-            )
-        usage = agent.tree.total_usage
-        record = await self._save(
-            record.moved(
-                outcome_state(outcome, record.mode),
-                self.clock.now(),
-                outcome_reason=reason,
-                tokens=usage.prompt_tokens + usage.completion_tokens,
-                cost_usd=usage.cost_usd or 0.0,
-            )
-        )
-        fresh = await self.delivery.record(completion_id, key, outcome, result)
-        _log.info(
-            "subagent.completed",
-            session_key=key,
-            outcome=outcome,
-            completion_id=completion_id,
-            recorded=fresh,
-        )
-        if record.parent_session_key:
-            await self._tell_parent(record, completion_id, outcome, result)
-        await self._finish(record, completion_id)
-
-    async def _finish(self, record: SubagentRecord, completion_id: str) -> None:
-        """Announce (once), then let a run-mode subagent's thread go with a farewell."""
-        await self.delivery.deliver(completion_id, record)
-        if record.mode == "run" and record.binding_id is not None:
-            why = "run-complete" if record.state == "completed" else "run-failed"
-            await self._bindings.unbind(target_session_key=record.session_key, reason=why)
-        for observer in list(self._finished):
-            try:
-                observer(record)
-            except Exception:
-                _log.error(
-                    "subagent.observer_failed", session_key=record.session_key, exc_info=True
-                )
-
-    async def _tell_parent(
-        self, record: SubagentRecord, completion_id: str, outcome: Outcome, result: str
-    ) -> None:
-        parent_key = record.parent_session_key
-        assert parent_key is not None
-        try:
-            parent = await self._runtime.get(parent_key)
-            told = any(
-                e.type == CHILD_FINISHED and e.payload["completion_id"] == completion_id
-                for e in parent.tree.events
-            )
-            if told:
-                return
-            await parent.append(
-                CHILD_FINISHED,
-                {
-                    "child_session_key": record.session_key,
-                    "completion_id": completion_id,
-                    "agent": record.agent,
-                    "outcome": outcome,
-                    "result": result,
-                },
-            )
-            if parent.running:
-                await parent.steer(
-                    parent_message(self.name_of(record), outcome, result),
-                    author_id=f"{SYSTEM_AUTHOR_PREFIX}subagents",
-                )
-        except Exception:
-            _log.error(
-                "subagent.parent_not_told",
-                session_key=record.session_key,
-                parent_session_key=parent_key,
-                exc_info=True,
-            )
-
     # -- start-up, listing, shutdown ---------------------------------------------------
 
     async def start(self) -> None:
@@ -470,16 +330,16 @@ class SubagentService:
             record = records.get(row["session_key"])
             if record is None:
                 continue
-            self._background(self._finish(record, row["completion_id"]))
+            self._completion.run(self._completion.finish(record, row["completion_id"]))
         for record in records.values():
             if record.state in ("starting", "running"):
-                self._background(self._resume(record))
+                self._completion.run(self._resume(record))
 
     async def _resume(self, record: SubagentRecord) -> None:
         agent = await self._runtime.get(record.session_key)
         binding = self._binding_of(record)
         self._tell_started(record, binding, agent)
-        self._watch(record)
+        self._completion.watch(record)
 
     def _binding_of(self, record: SubagentRecord) -> SessionBindingRecord | None:
         live = [
@@ -495,45 +355,7 @@ class SubagentService:
 
     async def wait_settled(self) -> None:
         """Wait until every watcher and delivery in flight is done (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._completion.wait_settled()
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-def task_outcome(tree: SessionTree) -> tuple[Outcome, str | None, str]:
-    """The outcome of the session's last turn: (outcome, reason, turn id)."""
-    for event in reversed(tree.events):
-        payload = event.payload
-        if event.type == "turn_ended":
-            reason = payload["reason"]
-            if reason == "completed":
-                return "completed", None, payload["turn_id"]
-            if reason == "error":
-                return "failed", payload.get("error") or "the model call failed", payload["turn_id"]
-            if reason == "max_steps":
-                return "failed", f"stopped after {payload['steps']} steps", payload["turn_id"]
-            return "failed", "the session's budget is used up", payload["turn_id"]
-        if event.type == "turn_cancelled":
-            return "failed", "the turn was cancelled", payload.get("turn_id") or "cancelled"
-        if event.type == "turn_interrupted":
-            return "failed", "the bot restarted during the task", payload["turn_id"]
-        if event.type == "turn_started":
-            return "failed", "the agent stopped unexpectedly", payload["turn_id"]
-    return "failed", "the task never started", "none"
-
-
-def last_answer(tree: SessionTree) -> str:
-    """The last non-empty assistant text on the active path."""
-    for event in reversed(tree.path()):
-        if event.type == "assistant_message" and event.payload.get("text"):
-            return str(event.payload["text"])
-    return ""
-
-
-def parent_message(name: str, outcome: Outcome, result: str) -> str:
-    """What a running parent agent is told when its child finishes."""
-    return f'<subagent_result name="{name}" outcome="{outcome}">\n{result}\n</subagent_result>'
+        await self._completion.close()

@@ -1,0 +1,220 @@
+"""Seeing a subagent's task through: from its agent going idle to one announcement.
+
+A watcher waits for the task's end (the agent idle with nothing queued, or
+the timeout, which cancels the turn), then completes it:
+
+1. ``subagent.completed`` in the child's log, and its ``subagents`` row
+   moved to the outcome's state with its usage;
+2. the completion in the outbox (:mod:`core.subagents.delivery`);
+3. the parent told: a ``subagent.child_finished`` event, and a steer from
+   the system with the result while the parent still runs;
+4. the announcement delivered once, then a run-mode thread let go with a
+   farewell, then the finished observers told.
+
+Each step checks what is already recorded, so running it again (after a
+restart, say) repeats nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from core.agent.agent import Agent
+from core.agent.messages import SYSTEM_AUTHOR_PREFIX
+from core.bindings.service import SessionBindingService
+from core.clock import Clock
+from core.logging import get_logger
+from core.runtime import SessionRuntime
+from core.subagents.delivery import CompletionDelivery
+from core.subagents.events import CHILD_FINISHED, COMPLETED
+from core.subagents.outcome import last_answer, parent_message, task_outcome
+from core.subagents.records import Outcome, SubagentRecord, outcome_state
+
+__all__ = ["FinishedObserver", "TaskCompletion"]
+
+_log = get_logger("core.subagents")
+
+FinishedObserver = Callable[[SubagentRecord], None]
+"""Told when a subagent's task is announced (and a run-mode thread let go)."""
+
+Save = Callable[[SubagentRecord], Awaitable[SubagentRecord]]
+
+
+class TaskCompletion:
+    """Watches tasks and completes them; owns the background work it starts."""
+
+    def __init__(
+        self,
+        runtime: SessionRuntime,
+        bindings: SessionBindingService,
+        delivery: CompletionDelivery,
+        *,
+        save: Save,
+        name_of: Callable[[SubagentRecord], str],
+        clock: Clock,
+        timeout_seconds: float | None,
+    ) -> None:
+        self._runtime = runtime
+        self._bindings = bindings
+        self._delivery = delivery
+        self._save = save
+        self._name_of = name_of
+        self._clock = clock
+        self._timeout = timeout_seconds
+        self._finished: list[FinishedObserver] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._watching: set[str] = set()
+
+    def on_finished(self, observer: FinishedObserver) -> Callable[[], None]:
+        self._finished.append(observer)
+        return lambda: self._finished.remove(observer)
+
+    def run(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` as a task kept until it ends (asyncio keeps only weak references)."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def watch(self, record: SubagentRecord) -> None:
+        """See ``record``'s task through, once per session at a time."""
+        if record.session_key in self._watching:
+            return
+        self._watching.add(record.session_key)
+        self.run(self._see_through(record))
+
+    async def _see_through(self, record: SubagentRecord) -> None:
+        key = record.session_key
+        try:
+            agent = await self._runtime.get(key)
+            outcome, reason, turn_id = await self._wait_outcome(agent)
+            # A crash may have replaced the agent meanwhile: write through the current one.
+            agent = await self._runtime.get(key)
+            await self._complete(record, agent, outcome, reason, turn_id)
+        except Exception:
+            _log.error("subagent.watch_failed", session_key=key, exc_info=True)
+        finally:
+            self._watching.discard(key)
+
+    async def _wait_outcome(self, agent: Agent) -> tuple[Outcome, str | None, str]:
+        idle = asyncio.ensure_future(agent.wait_idle())
+        if self._timeout is None:
+            await idle
+        else:
+            timer = asyncio.ensure_future(self._clock.sleep(self._timeout))
+            done, _ = await asyncio.wait({idle, timer}, return_when=asyncio.FIRST_COMPLETED)
+            timer.cancel()
+            if idle not in done:
+                turn_id = agent.tree.running_turn_id or "timeout"
+                idle.cancel()
+                await agent.cancel()
+                return "timed_out", f"no result within {self._timeout:g}s", turn_id
+        return task_outcome(agent.tree)
+
+    async def _complete(
+        self,
+        record: SubagentRecord,
+        agent: Agent,
+        outcome: Outcome,
+        reason: str | None,
+        turn_id: str,
+    ) -> None:
+        key = record.session_key
+        completion_id = f"{key}/{turn_id}"
+        result = last_answer(agent.tree)
+        already = any(
+            e.type == COMPLETED and e.payload["completion_id"] == completion_id
+            for e in agent.tree.events
+        )
+        if not already:
+            await agent.append(
+                COMPLETED,
+                {
+                    "completion_id": completion_id,
+                    "outcome": outcome,
+                    "result": result,
+                    "reason": reason,
+                },
+            )
+        usage = agent.tree.total_usage
+        record = await self._save(
+            record.moved(
+                outcome_state(outcome, record.mode),
+                self._clock.now(),
+                outcome_reason=reason,
+                tokens=usage.prompt_tokens + usage.completion_tokens,
+                cost_usd=usage.cost_usd or 0.0,
+            )
+        )
+        fresh = await self._delivery.record(completion_id, key, outcome, result)
+        _log.info(
+            "subagent.completed",
+            session_key=key,
+            outcome=outcome,
+            completion_id=completion_id,
+            recorded=fresh,
+        )
+        if record.parent_session_key:
+            await self._tell_parent(record, completion_id, outcome, result)
+        await self.finish(record, completion_id)
+
+    async def finish(self, record: SubagentRecord, completion_id: str) -> None:
+        """Announce (once), then let a run-mode subagent's thread go with a farewell."""
+        await self._delivery.deliver(completion_id, record)
+        if record.mode == "run" and record.binding_id is not None:
+            why = "run-complete" if record.state == "completed" else "run-failed"
+            await self._bindings.unbind(target_session_key=record.session_key, reason=why)
+        for observer in list(self._finished):
+            try:
+                observer(record)
+            except Exception:
+                _log.error(
+                    "subagent.observer_failed", session_key=record.session_key, exc_info=True
+                )
+
+    async def _tell_parent(
+        self, record: SubagentRecord, completion_id: str, outcome: Outcome, result: str
+    ) -> None:
+        parent_key = record.parent_session_key
+        assert parent_key is not None
+        try:
+            parent = await self._runtime.get(parent_key)
+            told = any(
+                e.type == CHILD_FINISHED and e.payload["completion_id"] == completion_id
+                for e in parent.tree.events
+            )
+            if told:
+                return
+            await parent.append(
+                CHILD_FINISHED,
+                {
+                    "child_session_key": record.session_key,
+                    "completion_id": completion_id,
+                    "agent": record.agent,
+                    "outcome": outcome,
+                    "result": result,
+                },
+            )
+            if parent.running:
+                await parent.steer(
+                    parent_message(self._name_of(record), outcome, result),
+                    author_id=f"{SYSTEM_AUTHOR_PREFIX}subagents",
+                )
+        except Exception:
+            _log.error(
+                "subagent.parent_not_told",
+                session_key=record.session_key,
+                parent_session_key=parent_key,
+                exc_info=True,
+            )
+
+    async def wait_settled(self) -> None:
+        """Wait until every watcher and delivery in flight is done (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
