@@ -36,7 +36,8 @@ from adapters.discord.endpoints import Endpoints, use_endpoints
 from adapters.discord.manager import ManagerRegistry
 from bot.client import ThreadboundClient
 from bot.playground.progress import Counts, Progress
-from bot.playground.web import PlaygroundWeb, World
+from bot.playground.view import World
+from bot.playground.web import PlaygroundWeb
 from bot.wiring import Services, build_services
 from core.bindings.lifecycle import run_maintenance
 from core.config import AgentProfile, Config

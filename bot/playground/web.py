@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +33,16 @@ from bot.playground.commands_text import (
     CHANNEL,
     ROLE,
     CommandTextError,
-    help_entries,
     parse_command,
 )
-from fakediscord import FakeDiscord, Message
+from bot.playground.view import PageView, World
+from fakediscord import FakeDiscord
 from fakediscord.errors import DiscordError
 
-__all__ = ["STATIC_DIR", "PlaygroundWeb", "World"]
+__all__ = ["STATIC_DIR", "PlaygroundWeb"]
 
 STATIC_DIR = Path(__file__).with_name("static")
-EPHEMERAL, LOADING = 1 << 6, 1 << 7
+EPHEMERAL = 1 << 6
 KEEPALIVE_SECONDS = 15.0
 COALESCE_SECONDS = 0.05
 """After a change, wait this long so a burst of changes becomes one event."""
@@ -52,21 +51,8 @@ Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@dataclass(frozen=True, slots=True)
-class World:
-    """What the playground created at start: whose guild it is and who can act in it."""
-
-    guild_id: int
-    bot_user_id: int
-    member_ids: tuple[int, ...]
-
-
 class BadRequest(Exception):
     """A request the page should not have sent; answered 400 with the message."""
-
-
-def _sid(value: int | None) -> str | None:
-    return None if value is None else str(value)
 
 
 def _int(body: Json, key: str) -> int:
@@ -82,6 +68,7 @@ class PlaygroundWeb:
     def __init__(self, fake: FakeDiscord, world: World, *, host: str, port: int) -> None:
         self.fake = fake
         self.world = world
+        self.view = PageView(fake, world)
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
@@ -188,57 +175,7 @@ class PlaygroundWeb:
         return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
     async def _state(self, _request: web.Request) -> web.Response:
-        return web.json_response(self.snapshot())
-
-    def snapshot(self) -> Json:
-        """The guild, its channels and threads, the users to act as, and the command help."""
-        state = self.fake.state
-        guild = state.guild(self.world.guild_id)
-        channels = sorted(
-            (c for c in state.channels.values() if c.guild_id == guild.id),
-            key=lambda c: (c.position, c.id),
-        )
-        users = []
-        for user_id in self.world.member_ids:
-            user = state.users[user_id]
-            admin = state.permissions(guild.id, user_id) & (1 << 3)
-            users.append({"id": str(user_id), "name": user.username, "admin": bool(admin)})
-        bot = state.users[self.world.bot_user_id]
-        return {
-            "guild": {"id": str(guild.id), "name": guild.name},
-            "channels": [
-                {
-                    "id": str(c.id),
-                    "name": c.name,
-                    "parent_id": _sid(c.parent_id),
-                    "thread": c.is_thread,
-                    "archived": c.archived,
-                }
-                for c in channels
-            ],
-            "users": users,
-            "bot": {"id": str(bot.id), "name": bot.username},
-            "commands": [
-                {"usage": e.usage, "description": e.description}
-                for e in help_entries(self._definitions())
-            ],
-        }
-
-    def _definitions(self) -> list[Json]:
-        """Chat-input commands a member of the guild sees (guild ones before global ones)."""
-        commands = [
-            c
-            for c in self.fake.state.commands.values()
-            if c.type == 1 and c.guild_id in (self.world.guild_id, None)
-        ]
-        commands.sort(key=lambda c: c.guild_id is None)
-        seen: set[str] = set()
-        definitions = []
-        for command in commands:
-            if command.name not in seen:
-                seen.add(command.name)
-                definitions.append(command.definition)
-        return definitions
+        return web.json_response(self.view.snapshot())
 
     async def _messages(self, request: web.Request) -> web.Response:
         try:
@@ -249,73 +186,11 @@ class PlaygroundWeb:
         self._channel(channel_id)
         state = self.fake.state
         messages = [
-            self.render(m, viewer)
+            self.view.render(m, viewer)
             for m in state.messages_in(channel_id, include_ephemeral=True)
-            if not m.ephemeral or self._invoker(m) == viewer
+            if not m.ephemeral or self.view.invoker(m) == viewer
         ]
         return web.json_response({"channel_id": str(channel_id), "messages": messages})
-
-    def _invoker(self, message: Message) -> int | None:
-        interaction = self.fake.state.interactions.get(message.interaction_id or 0)
-        return interaction.user_id if interaction is not None else None
-
-    def render(self, message: Message, viewer: int = 0) -> Json:
-        """A message as the page draws it: author or persona, content, parts, reactions."""
-        state = self.fake.state
-        guild = state.guilds.get(message.guild_id or 0)
-        if message.webhook_id is not None:
-            webhook = state.webhooks.get(message.webhook_id)
-            name = message.username or (webhook.name if webhook else "webhook")
-            author = {"id": str(message.author_id), "name": name, "bot": True, "webhook": True}
-            author["avatar_url"] = message.avatar_url
-        else:
-            user = state.users.get(message.author_id)
-            member = guild.members.get(message.author_id) if guild else None
-            name = (member.nick if member else None) or (
-                (user.global_name or user.username) if user else "unknown"
-            )
-            author = {
-                "id": str(message.author_id),
-                "name": name,
-                "bot": bool(user and user.bot),
-                "webhook": False,
-                "avatar_url": None,
-            }
-        rendered: Json = {
-            "id": str(message.id),
-            "channel_id": str(message.channel_id),
-            "type": message.type,
-            "author": author,
-            "content": message.content,
-            "timestamp": message.timestamp.isoformat(),
-            "edited": message.edited_timestamp is not None,
-            "components": message.components,
-            "embeds": message.embeds,
-            "reactions": [
-                {"emoji": r.key, "count": len(r.user_ids), "me": viewer in r.user_ids}
-                for r in message.reactions
-            ],
-            "ephemeral": message.ephemeral,
-            "loading": bool(message.flags & LOADING),
-            "thread": None,
-            "reference_channel_id": None,
-            "interaction": None,
-        }
-        if message.thread_id is not None and message.thread_id in state.channels:
-            thread = state.channels[message.thread_id]
-            rendered["thread"] = {"id": str(thread.id), "name": thread.name}
-        reference = message.message_reference or {}
-        if reference.get("channel_id"):
-            rendered["reference_channel_id"] = str(reference["channel_id"])
-        interaction = state.interactions.get(message.interaction_id or 0)
-        if interaction is not None and interaction.type == 2:
-            invoker = state.users.get(interaction.user_id)
-            command = _command_name(interaction.data)
-            rendered["interaction"] = {
-                "user": invoker.username if invoker else "someone",
-                "command": command,
-            }
-        return rendered
 
     # actions
 
@@ -335,7 +210,7 @@ class PlaygroundWeb:
         user_id = self._member(_int(body, "user_id"))
         text = str(body.get("text") or "")
         try:
-            parsed = parse_command(text, self._definitions(), resolve=self._resolve)
+            parsed = parse_command(text, self.view.definitions(), resolve=self._resolve)
         except CommandTextError as exc:
             raise BadRequest(str(exc)) from None
         try:
@@ -399,36 +274,6 @@ class PlaygroundWeb:
 
     # live updates
 
-    def fingerprints(self) -> tuple[Any, dict[int, int]]:
-        """A token for the channel list, and one per channel that changes with its messages."""
-        state = self.fake.state
-        tree = hash(
-            tuple(
-                (c.id, c.name, c.archived, c.parent_id)
-                for c in state.channels.values()
-                if c.guild_id == self.world.guild_id
-            )
-            + tuple((c.id, c.version) for c in state.commands.values())
-        )
-        channels: dict[int, int] = {}
-        for channel_id, ids in state.channel_messages.items():
-            parts = []
-            for message_id in ids:
-                m = state.messages.get(message_id)
-                if m is None:
-                    continue
-                parts.append(
-                    (
-                        m.id,
-                        m.edited_timestamp,
-                        m.flags,
-                        m.thread_id,
-                        tuple((r.key, len(r.user_ids)) for r in m.reactions),
-                    )
-                )
-            channels[channel_id] = hash(tuple(parts))
-        return tree, channels
-
     async def _events(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={
@@ -439,7 +284,7 @@ class PlaygroundWeb:
         )
         await response.prepare(request)
         await response.write(b"retry: 1000\nevent: hello\ndata: {}\n\n")
-        tree, channels = self.fingerprints()
+        tree, channels = self.view.fingerprints()
         signal = self.fake.state.changed
         try:
             while not self._closing.is_set():
@@ -460,7 +305,7 @@ class PlaygroundWeb:
                 if self._closing.is_set():
                     break
                 await asyncio.sleep(COALESCE_SECONDS)  # rate limit: one event per burst
-                new_tree, new_channels = self.fingerprints()
+                new_tree, new_channels = self.view.fingerprints()
                 changed = [
                     str(cid) for cid, value in new_channels.items() if channels.get(cid) != value
                 ]
@@ -477,13 +322,3 @@ class PlaygroundWeb:
 def _jsonable(value: Any) -> Any:
     """Ids (ints) as strings, so the page's JavaScript never rounds a snowflake."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _command_name(data: Json) -> str:
-    """``agents spawn`` from an interaction's nested options."""
-    parts = [str(data.get("name", ""))]
-    options = data.get("options") or []
-    while options and int(options[0].get("type", 0)) in (1, 2):
-        parts.append(str(options[0]["name"]))
-        options = options[0].get("options") or []
-    return " ".join(parts)
