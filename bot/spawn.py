@@ -22,7 +22,7 @@ from adapters.discord.text import split_message
 from bot.account import AccountRuntime
 from core.agent.events import AgentEvent, TurnEnded
 from core.bindings.records import ConversationRef
-from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, Config
+from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.errors import FeatureDisabled
 from core.logging import get_logger
 from core.sessions.tree import SessionTree
@@ -66,7 +66,7 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
             raise FeatureDisabled(
                 FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread"
             )
-        _check_agent(services.config, request.agent)
+        services.subagents.choose_agent(request.agent)  # the same refusals as a spawn
         return await _legacy(account, request, f"subagent:{uuid.uuid4().hex[:12]}")
 
     requester = _requester(account.account_id, request.channel)
@@ -90,19 +90,6 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
         thread_id,
         f"Started **{spawned.display_name}** in <#{thread_id}>.",
     )
-
-
-def _check_agent(config: Config, agent: str | None) -> None:
-    """The legacy path refuses the same agents the spawn use case does."""
-    if not config.agents or agent is None:
-        return
-    profile = config.agents.get(agent)
-    if profile is None:
-        raise SpawnRefused(
-            f"there is no agent {agent!r}; configured agents: {', '.join(config.agents)}"
-        )
-    if not profile.user_startable:
-        raise SpawnRefused(f"agent {agent!r} starts only through an accepted handoff, not directly")
 
 
 def _requester(account_id: str, channel: discord.abc.MessageableChannel) -> ConversationRef:

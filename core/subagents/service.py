@@ -143,7 +143,7 @@ class SubagentService:
     def name_of(self, record: SubagentRecord) -> str:
         return self.display_name(record.agent)
 
-    def _choose_agent(self, requested: str | None) -> str | None:
+    def choose_agent(self, requested: str | None) -> str | None:
         """The agent to start; refuses unknown agents and agents only a handoff may start."""
         if not self._profiles:
             return requested
@@ -192,7 +192,7 @@ class SubagentService:
             )
         if request.thread and not self._threads_allowed(request):
             raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a subagent in its own thread")
-        agent_id = self._choose_agent(request.agent)
+        agent_id = self.choose_agent(request.agent)
         key = f"{SUBAGENT_PREFIX}{uuid.uuid4().hex[:12]}"
         now = self.clock.now()
         record = SubagentRecord(
