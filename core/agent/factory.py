@@ -54,12 +54,17 @@ class ProfileAgentFactory:
         self._base = base_tools
         self._spawn: Tool | None = None
         self._artifacts: ArtifactHandlerFor | None = None
+        # One registry per profile, shared by its agents: a registry builds its JSON
+        # schemas once, and building them is a millisecond per tool.
+        self._registries: dict[str | None, ToolRegistry] = {}
 
     def attach_spawn(self, handler: SpawnHandler) -> None:
         self._spawn = spawn_subagent_tool(handler)
+        self._registries.clear()
 
     def attach_artifacts(self, handler_for: ArtifactHandlerFor) -> None:
         self._artifacts = handler_for
+        self._registries.clear()
 
     def __call__(
         self, tree: SessionTree, log: SessionLog, on_crash: Callable[[Agent, BaseException], None]
@@ -72,7 +77,7 @@ class ProfileAgentFactory:
                 tree,
                 log,
                 self._default_provider(),
-                self._default_tools(),
+                self._registry(None, self._default_tools),
                 settings,
                 on_crash=on_crash,
             )
@@ -86,10 +91,16 @@ class ProfileAgentFactory:
             tree,
             log,
             self._provider_for(profile),
-            self._tools_for(profile),
+            self._registry(agent_id, lambda: self._tools_for(profile)),
             settings,
             on_crash=on_crash,
         )
+
+    def _registry(self, key: str | None, build: Callable[[], ToolRegistry]) -> ToolRegistry:
+        registry = self._registries.get(key)
+        if registry is None:
+            registry = self._registries[key] = build()
+        return registry
 
     def _default_provider(self) -> Provider:
         return self._override or self._default

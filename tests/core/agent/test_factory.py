@@ -101,3 +101,16 @@ async def test_the_profile_sets_provider_model_prompt_and_exactly_its_tools(
     assert artifact.payload["produced_by"] == "model"
     assert artifact.payload["agent"] == "scout"
     assert other.calls[0][0].content == "You scout."
+
+
+async def test_agents_of_one_profile_share_a_registry(log: SessionLog, clock: FakeClock) -> None:
+    """A registry builds its JSON schemas once; every agent of a profile reuses it."""
+    made = factory(log, ScriptedProvider([]), ScriptedProvider([]), clock)
+    first, second = await log.load("a"), await log.load("b")
+    for tree in (first, second):
+        await log.append(tree, AGENT_ACTIVATED, {"agent": "scout"})
+    one = made(first, log, lambda *_: None)
+    two = made(second, log, lambda *_: None)
+    plain = made(await log.load("c"), log, lambda *_: None)
+    assert one.tools is two.tools
+    assert plain.tools is not one.tools
