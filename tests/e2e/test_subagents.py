@@ -210,3 +210,46 @@ async def test_a_spawn_from_a_bound_thread_reports_to_that_session(start_bot: St
     assert told.payload["result"] == "child result"
     assert len([c for c in contents(bot, child_thread) if ANNOUNCED in c]) == 1
     assert not [c for c in contents(bot, parent_thread) if "child result" in c]
+
+
+async def test_a_parent_agent_spawns_a_child_in_its_own_thread(start_bot: StartBot) -> None:
+    """spawn_subagent(thread=true) from a session: a new thread, the result there and to the
+    parent, nothing in the parent's thread or the channel."""
+    child_call = ToolCall(
+        id="s1", name="spawn_subagent", arguments='{"task": "dig deeper", "thread": true}'
+    )
+
+    def script(messages: Any) -> Step:
+        last = messages[-1]
+        if last.role == "user" and last.content == "plan it":
+            return Step(tool_calls=(child_call,))
+        if last.role == "user" and last.content == "dig deeper":
+            return Step(text="deep result")
+        return Step(text="parent carries on")
+
+    bot = await start_bot(script)
+    parent_thread = thread_of(await spawn(bot, "plan it", mode="session"))
+    await done(bot)
+    parent = next(
+        r
+        for r in bot.services.bindings.live()
+        if r.conversation.conversation_id == str(parent_thread)
+    )
+    (child,) = [
+        r
+        for r in await bot.services.subagents.list()
+        if r.parent_session_key == parent.target_session_key
+    ]
+    assert child.thread
+    threads = [c for c in bot.fake.state.channels.values() if c.parent_id == bot.world.channel.id]
+    assert len(threads) == 2  # the parent's and the child's, both under the channel
+    (child_thread,) = [t.id for t in threads if t.id != parent_thread]
+    assert [c for c in contents(bot, child_thread) if ANNOUNCED in c] == [
+        "✅ **Subagent** completed its task."
+    ]
+    assert "deep result" in [m.content for m in persona_messages(bot.fake, child_thread)]
+    assert not [c for c in contents(bot, parent_thread) if "deep result" in c]
+    assert not [c for c in contents(bot, bot.world.channel.id) if "deep result" in c]
+    agent = await bot.services.runtime.get(parent.target_session_key)
+    (told,) = [e for e in agent.tree.events if e.type == "subagent.child_finished"]
+    assert told.payload["result"] == "deep result"
