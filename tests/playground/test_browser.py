@@ -72,6 +72,14 @@ class Shots:
         await self.page.screenshot(path=str(self.directory / f"{self.count:02d}-{step}.png"))
 
 
+async def open_page(page: Any, url: str) -> None:
+    """Load the playground and wait until its first state is drawn."""
+    from playwright.async_api import expect
+
+    await page.goto(url)
+    await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+
+
 async def test_spawn_steer_follow_up_in_the_browser(
     start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
 ) -> None:
@@ -80,8 +88,7 @@ async def test_spawn_steer_follow_up_in_the_browser(
     page = browser_page
     playground = await start_playground(sleep_seconds=5.0, steps=2)
     shots = Shots(page, request.node.name)
-    await page.goto(playground.url)
-    await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    await open_page(page, playground.url)
     await expect(page.get_by_test_id("channel-title")).to_have_text("# general")
     await expect(page.locator("#user-select option:checked")).to_have_text("alice")
     await shots.take("loaded")
@@ -145,8 +152,7 @@ async def test_admin_and_buttons(
     page = browser_page
     playground = await start_playground(sleep_seconds=0.5, steps=1)
     shots = Shots(page, request.node.name)
-    await page.goto(playground.url)
-    await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    await open_page(page, playground.url)
     await page.get_by_test_id("user-select").select_option(label="admin (admin)")
     composer = page.get_by_test_id("composer")
     await composer.fill("/config get key:spawnSubagentSessions")
@@ -198,8 +204,7 @@ async def test_brief_and_handoff_buttons_in_the_browser(
     page = browser_page
     playground = await start_playground(sleep_seconds=0.2, steps=1)
     shots = Shots(page, request.node.name)
-    await page.goto(playground.url)
-    await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    await open_page(page, playground.url)
     composer = page.get_by_test_id("composer")
     await composer.fill('/agents spawn task:"plan a trip" mode:session')
     await composer.press("Enter")
