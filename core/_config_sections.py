@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
+"""The same as ``core.store.engine.SUPPORTED_DRIVERS`` (a test keeps them equal), spelled
+out here so loading the config does not import SQLAlchemy."""
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 ProviderName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]

@@ -55,7 +55,6 @@ from core._redaction import (
 )
 
 __all__ = [
-    "CONTEXT_KEYS",
     "REDACTED",
     "TIMESTAMP_FORMAT",
     "TIMESTAMP_KEY",
@@ -73,8 +72,6 @@ __all__ = [
 TIMESTAMP_KEY: Final = "timestamp"
 TIMESTAMP_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 """ISO-8601 UTC, always with microseconds, so timestamps also sort as text."""
-CONTEXT_KEYS: Final = ("session_key", "binding_id", "account", "guild")
-"""Keys actors bind with :func:`bind_context`; the canary groups by account and guild."""
 
 DEFAULT_LOGGER_NAME: Final = "threadbound"
 
@@ -302,6 +299,8 @@ def bind_context(
     **fields: Any,
 ) -> Iterator[None]:
     """Bind context fields for every log line in this block, across awaits.
+
+    The named keys are the ones actors bind; the canary groups by ``account`` and ``guild``.
 
     Wraps :func:`structlog.contextvars.bound_contextvars`, so nested blocks
     and concurrent tasks each see their own values and leaving the block

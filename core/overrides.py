@@ -20,7 +20,14 @@ from sqlalchemy import Connection, delete, select
 
 from core import log_events
 from core.clock import Clock, SystemClock
-from core.config import Config, FlagValue, ThreadBindingSettings, resolve_flag, validate_override
+from core.config import (
+    RUNTIME_SOURCE,
+    Config,
+    FlagValue,
+    ThreadBindingSettings,
+    resolve_flag,
+    validate_override,
+)
 from core.config import resolve_thread_bindings as _resolve_thread_bindings
 from core.errors import ConfigError
 from core.logging import get_logger
@@ -113,7 +120,10 @@ class RuntimeOverrides:
         current = self.for_scope(scope)
         if path not in current:
             raise ConfigError(
-                "<runtime>", path, "a key with a runtime override in this server", "none is set"
+                RUNTIME_SOURCE,
+                path,
+                "a key with a runtime override in this server",
+                "none is set",
             )
         await self._db.run(_delete, scope, path)
         old = self._by_scope[scope].pop(path)

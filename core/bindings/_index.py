@@ -38,9 +38,6 @@ class BindingIndex:
         binding_id = self.by_conversation.get(key)
         return self.by_id.get(binding_id) if binding_id else None
 
-    def list_by_session(self, target_session_key: str, /) -> tuple[SessionBindingRecord, ...]:
-        return self.by_session.get(target_session_key, ())
-
     def __len__(self) -> int:
         return len(self.by_id)
 

@@ -29,6 +29,10 @@ __all__ = ["BindingSettings"]
 _log = get_logger("core.bindings")
 
 
+def _not_live(binding_id: str) -> BindingError:
+    return BindingError(f"binding {binding_id} is not live; bind the conversation again")
+
+
 class BindingSettings:
     """Mixin of :class:`~core.bindings.service.SessionBindingService`; uses its store and index."""
 
@@ -41,6 +45,12 @@ class BindingSettings:
     if TYPE_CHECKING:  # provided by the service; declared for type checkers only
 
         async def _refresh_from_store(self, record: SessionBindingRecord) -> None: ...
+
+    def _live_record(self, binding_id: str) -> SessionBindingRecord:
+        record = self._index.get(binding_id)
+        if record is None or record.status != "active":
+            raise _not_live(binding_id)
+        return record
 
     async def update_metadata(self, binding_id: str, /, **changes: Any) -> SessionBindingRecord:
         """Merge ``changes`` into a live binding's metadata (a thread's default mode, say).
@@ -55,9 +65,7 @@ class BindingSettings:
     async def _update_metadata(
         self, binding_id: str, changes: dict[str, Any]
     ) -> SessionBindingRecord:
-        record = self._index.get(binding_id)
-        if record is None or record.status != "active":
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+        record = self._live_record(binding_id)
         metadata = {**record.metadata, **changes}
         try:
             done = await self._db.run(
@@ -69,7 +77,7 @@ class BindingSettings:
             ) from exc
         if not done:
             await self._refresh_from_store(record)
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+            raise _not_live(binding_id)
         current = self._index.by_id.get(binding_id, record)
         updated = current.model_copy(update={"metadata": metadata})
         self._index.replace(updated)
@@ -99,9 +107,7 @@ class BindingSettings:
         for name, value in (("idle_timeout_ms", idle_timeout_ms), ("max_age_ms", max_age_ms)):
             if value is not None and value < 0:
                 raise BindingError(f"{name} must be 0 (never) or positive, not {value}")
-        record = self._index.get(binding_id)
-        if record is None or record.status != "active":
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+        record = self._live_record(binding_id)
         idle = record.idle_timeout_ms if idle_timeout_ms is None else idle_timeout_ms
         max_age = record.max_age_ms if max_age_ms is None else max_age_ms
         expires_at = record.bound_at + timedelta(milliseconds=max_age) if max_age else None
@@ -118,7 +124,7 @@ class BindingSettings:
             ) from exc
         if not done:
             await self._refresh_from_store(record)
-            raise BindingError(f"binding {binding_id} is not live; bind the conversation again")
+            raise _not_live(binding_id)
         # Re-read: a touch may have replaced the record while the write was in flight.
         current = self._index.by_id.get(binding_id, record)
         updated = current.model_copy(

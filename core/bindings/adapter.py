@@ -8,7 +8,6 @@ apart is what lets the core stay free of any channel library.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from core.bindings.records import ConversationRef, SessionBindingRecord
@@ -70,14 +69,5 @@ class AdapterRegistry:
             )
         self._adapters[key] = adapter
 
-    def unregister(self, channel: str, account_id: str, /) -> None:
-        self._adapters.pop((channel.lower(), account_id), None)
-
     def get(self, channel: str, account_id: str, /) -> ChannelAdapter | None:
         return self._adapters.get((channel.lower(), account_id))
-
-    def __iter__(self) -> Iterator[ChannelAdapter]:
-        return iter(self._adapters.values())
-
-    def __len__(self) -> int:
-        return len(self._adapters)

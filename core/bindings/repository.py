@@ -225,12 +225,3 @@ class BindingRepository:
     def get(self, binding_id: str) -> SessionBindingRecord | None:
         row = self._conn.execute(select(*_COLUMNS).where(_T.c.binding_id == binding_id)).first()
         return _record(row) if row else None
-
-    def history(self, target_session_key: str) -> list[tuple[SessionBindingRecord, str | None]]:
-        """Every binding the session ever had, oldest first, with its end reason."""
-        rows = self._conn.execute(
-            select(*_COLUMNS, _T.c.end_reason)
-            .where(_T.c.target_session_key == target_session_key)
-            .order_by(_T.c.bound_at)
-        ).all()
-        return [(_record(row), row[-1]) for row in rows]

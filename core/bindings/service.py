@@ -219,9 +219,12 @@ class SessionBindingService(BindingSettings):
     ) -> SessionBindingRecord:
         default_idle, default_max_age = self._lifecycle_defaults(conversation)
         idle = default_idle if idle_timeout_ms is None else idle_timeout_ms
-        max_age = ttl_ms if ttl_ms is not None else default_max_age
-        if max_age_ms is not None and ttl_ms is None:
+        if ttl_ms is not None:
+            max_age = ttl_ms
+        elif max_age_ms is not None:
             max_age = max_age_ms
+        else:
+            max_age = default_max_age
         now = self.clock.now()
         return SessionBindingRecord(
             binding_id=uuid.uuid4().hex,

@@ -8,6 +8,7 @@ import pytest
 
 from core.config import (
     FLAG_SPAWN_SUBAGENT_SESSIONS,
+    STORE_SCHEMES,
     Config,
     FlagValue,
     load_config,
@@ -19,6 +20,7 @@ from core.config import (
     validate_override,
 )
 from core.errors import ConfigError
+from core.store.engine import SUPPORTED_DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "MTIzNDU2Nzg5.Gx7abc.super-secret-token-value"
@@ -496,6 +498,10 @@ class TestFileErrors:
         assert "sqlite+aiosqlite://" in error.expected
         assert "postgresql+asyncpg://" in error.expected
         assert error.problem == "got scheme 'postgresql'"
+
+    def test_store_schemes_are_the_stores_drivers(self):
+        """The config accepts exactly the URL schemes the store can open."""
+        assert STORE_SCHEMES == SUPPORTED_DRIVERS
 
     def test_store_password_refused_and_hidden(self, tmp_path: Path):
         """A password in the store URL is refused and never shown."""
