@@ -144,7 +144,8 @@ class SessionRuntime:
 
     def _crashed(self, agent: Agent, exc: BaseException) -> None:
         key = agent.session_key
-        if self._entries.get(key, None) is not None and self._entries[key].agent is agent:
+        entry = self._entries.get(key)
+        if entry is not None and entry.agent is agent:
             del self._entries[key]
         now = self.clock.now()
         recent = [t for t in self._crashes.get(key, []) if now - t < self._restart_window]

@@ -26,7 +26,7 @@ from core.errors import ThreadboundError
 from core.logging import get_logger
 from core.providers.types import ChatMessage, Provider
 from core.sessions.events import DeliveryMode, SessionEvent
-from core.sessions.log import SessionLog
+from core.sessions.log import AppendItem, SessionLog
 from core.sessions.tree import QueuedMessage, SessionSnapshot, SessionTree
 
 __all__ = ["Agent", "AgentBusy", "AgentSettings", "Submission"]
@@ -210,7 +210,7 @@ class Agent:
             dropped = [] if keep_queues else [*self.tree.steering_queue, *self.tree.follow_up_queue]
             if task is None and turn_id is None and not dropped:
                 return []
-            items: list[tuple[str, dict[str, Any], DeliveryMode | None]] = [
+            items: list[AppendItem] = [
                 ("tool_result", payload, None)
                 for payload in unanswered_results(self.tree, CANCELLED_RESULT, turn_id)
             ]
@@ -286,9 +286,7 @@ class Agent:
             self._session_log.append(self.tree, type_, payload, delivery_mode=delivery_mode)
         )
 
-    async def append_many(
-        self, items: Sequence[tuple[str, dict[str, Any], DeliveryMode | None]]
-    ) -> list[SessionEvent]:
+    async def append_many(self, items: Sequence[AppendItem]) -> list[SessionEvent]:
         return await self._write(self._session_log.append_many(self.tree, items))
 
     async def _write(self, write: Coroutine[Any, Any, T]) -> T:

@@ -73,37 +73,24 @@ class ProfileAgentFactory:
         profile = self._config.agents.get(agent_id) if agent_id else None
         if profile is None:
             settings = AgentSettings.from_config(self._config.agent, agent_name=agent_id)
-            return Agent(
-                tree,
-                log,
-                self._default_provider(),
-                self._registry(None, self._default_tools),
-                settings,
-                on_crash=on_crash,
+            provider = self._override or self._default
+            tools = self._registry(None, self._default_tools)
+        else:
+            settings = AgentSettings.from_config(
+                self._config.agent,
+                system_prompt=profile.system_prompt or None,
+                model=profile.model or None,
+                agent_name=agent_id,
             )
-        settings = AgentSettings.from_config(
-            self._config.agent,
-            system_prompt=profile.system_prompt or None,
-            model=profile.model or None,
-            agent_name=agent_id,
-        )
-        return Agent(
-            tree,
-            log,
-            self._provider_for(profile),
-            self._registry(agent_id, lambda: self._tools_for(profile)),
-            settings,
-            on_crash=on_crash,
-        )
+            provider = self._provider_for(profile)
+            tools = self._registry(agent_id, lambda: self._tools_for(profile))
+        return Agent(tree, log, provider, tools, settings, on_crash=on_crash)
 
     def _registry(self, key: str | None, build: Callable[[], ToolRegistry]) -> ToolRegistry:
         registry = self._registries.get(key)
         if registry is None:
             registry = self._registries[key] = build()
         return registry
-
-    def _default_provider(self) -> Provider:
-        return self._override or self._default
 
     def _provider_for(self, profile: AgentProfile) -> Provider:
         if self._override is not None:

@@ -43,6 +43,7 @@ from core.errors import ProviderError
 from core.providers.types import ChatMessage, Provider, StreamDone, ToolCall, ToolCallReady
 from core.providers.types import TextDelta as ProviderText
 from core.sessions.events import DeliveryMode, SessionEvent
+from core.sessions.log import AppendItem
 from core.sessions.tree import QueuedMessage, SessionTree
 
 __all__ = ["LoopHost", "PendingMessage", "run_turn", "run_turns"]
@@ -79,9 +80,7 @@ class LoopHost(Protocol):
         self, type_: str, payload: dict[str, Any], delivery_mode: DeliveryMode | None = None
     ) -> SessionEvent: ...
 
-    async def append_many(
-        self, items: Sequence[tuple[str, dict[str, Any], DeliveryMode | None]]
-    ) -> list[SessionEvent]: ...
+    async def append_many(self, items: Sequence[AppendItem]) -> list[SessionEvent]: ...
 
     def emit(self, event: AgentEvent) -> None: ...
 
@@ -118,7 +117,7 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
                 break
             usage = host.tree.total_usage
             exceeded = host.stop_policy.budget_exceeded(
-                usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
+                usage.prompt_tokens + usage.completion_tokens, usage.cost_usd
             )
             if exceeded is not None:
                 await host.append(
@@ -182,7 +181,7 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
                 done = event
     calls = _unique_ids(calls, turn_id, step)
     text = "".join(parts)
-    items: list[tuple[str, dict[str, Any], DeliveryMode | None]] = [
+    items: list[AppendItem] = [
         (
             "assistant_message",
             {
@@ -230,7 +229,7 @@ async def _run_tool(host: LoopHost, turn_id: str, call: ToolCall) -> None:
 
 async def _skip_tools(host: LoopHost, turn_id: str, step: int, skipped: Sequence[ToolCall]) -> None:
     """Answer each superseded call with a synthetic result and record the interruption."""
-    items: list[tuple[str, dict[str, Any], DeliveryMode | None]] = [
+    items: list[AppendItem] = [
         (
             "tool_result",
             {

@@ -164,11 +164,6 @@ class OpenAICompatibleProvider:
         """The model used when :meth:`stream` is not given one."""
         return self._model
 
-    @property
-    def url(self) -> str:
-        """The chat-completions URL requests go to."""
-        return self._url
-
     async def aclose(self) -> None:
         """Close the HTTP session if this provider opened it; a shared one is left alone."""
         if self._owns_session and self._session is not None:

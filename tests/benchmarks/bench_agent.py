@@ -29,7 +29,14 @@ sys.path.insert(0, str(ROOT))
 
 from pydantic import BaseModel  # noqa: E402
 
-from core.agent import Agent, Tool, ToolContext, ToolRegistry  # noqa: E402
+from core.agent import (  # noqa: E402
+    Agent,
+    AgentSettings,
+    StopPolicy,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+)
 from core.logging import configure_logging, reset_logging  # noqa: E402
 from core.providers.scripted import ScriptedProvider, Step  # noqa: E402
 from core.providers.types import ToolCall  # noqa: E402
@@ -62,8 +69,9 @@ async def one_turn_per_step(workdir: Path, round_: int) -> float:
     steps = [tool_step(i) for i in range(STEPS - 1)] + [Step(text="done")]
     # The scripted provider's own history check is test-double work, not loop cost.
     provider = ScriptedProvider(steps, check_history=False)
-    agent = Agent(tree, log, provider, ToolRegistry([Tool("noop", "No-op.", NoArgs, instant)]))
-    agent.stop_policy = type(agent.stop_policy)(max_steps_per_turn=STEPS + 1)
+    tools = ToolRegistry([Tool("noop", "No-op.", NoArgs, instant)])
+    settings = AgentSettings(stop_policy=StopPolicy(max_steps_per_turn=STEPS + 1))
+    agent = Agent(tree, log, provider, tools, settings)
     start = time.perf_counter()
     await agent.send("go")
     await agent.wait_idle()
