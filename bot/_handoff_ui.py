@@ -1,4 +1,4 @@
-"""What the handoff buttons share: their custom ids, who may press, how answers are sent.
+"""What the handoff buttons share: their custom ids and how answers are sent.
 
 The buttons are plain components here (a ``custom_id`` is all Discord keeps);
 :mod:`bot.handoff_views` registers the :class:`discord.ui.DynamicItem` classes
@@ -13,8 +13,6 @@ from typing import Any, Final, Literal
 import discord
 
 from bot.account import AccountRuntime
-from bot.commands.config import is_admin
-from core.bindings.records import SessionBindingRecord
 from core.config import AgentProfile
 
 __all__ = [
@@ -29,7 +27,6 @@ __all__ = [
     "brief_view",
     "display_name",
     "handoff_button",
-    "may_press",
     "offer_view",
     "say",
     "stopped",
@@ -46,12 +43,6 @@ NOT_YOURS: Final = (
 )
 
 Action = Literal["accept", "reject"]
-
-
-def may_press(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
-    """The session's owner (who bound it) or a server administrator."""
-    owner = record.bound_by is not None and str(interaction.user.id) == record.bound_by
-    return owner or is_admin(interaction)
 
 
 def account_of(interaction: discord.Interaction) -> AccountRuntime:

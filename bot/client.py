@@ -5,7 +5,7 @@ from __future__ import annotations
 import discord
 from discord import app_commands
 
-from adapters.discord.ids import conversation_for
+from adapters.discord.ids import conversation_of
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
 from bot.commands.agents import agents_group
@@ -92,13 +92,8 @@ class ThreadboundClient(discord.Client):
         """A message in a bound thread goes to its agent; everything else is not ours."""
         if not self._from_a_person(message):
             return
-        channel = message.channel
-        if isinstance(channel, discord.Thread):
-            ref = conversation_for(self.account_id, channel.id, channel.parent_id)
-        else:
-            ref = conversation_for(self.account_id, channel.id)
         result = await self.services.inbound.handle(
-            ref,
+            conversation_of(self.account_id, message.channel),
             message.content,
             author_id=str(message.author.id),
             before_delivery=self.account.present,

@@ -23,11 +23,11 @@ from bot._handoff_ui import (
     NOT_YOURS,
     brief_view,
     display_name,
-    may_press,
     offer_view,
     say,
 )
 from bot.account import AccountRuntime
+from bot.commands.config import may_manage
 from core.agent.agent import Agent
 from core.agent.assignment import AGENT_ACTIVATED, active_agent
 from core.agent.events import AgentEvent, TurnEnded
@@ -173,7 +173,7 @@ async def brief_pressed(
     if record is None or record.status != "active":
         await say(interaction, "This session's thread is no longer bound to an agent.")
         return
-    if not may_press(interaction, record):
+    if not may_manage(interaction, record):
         await say(interaction, NOT_YOURS)
         return
     agent = await services.runtime.get(record.target_session_key)

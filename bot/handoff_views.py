@@ -37,11 +37,11 @@ from bot._handoff_ui import (
     brief_button,
     display_name,
     handoff_button,
-    may_press,
     offer_view,
     say,
 )
 from bot.account import AccountRuntime
+from bot.commands.config import may_manage
 from bot.commands.steering import NOT_BOUND, binding_here
 from bot.handoff_brief import brief_pressed, watch_for_brief
 from core.agent.agent import Agent
@@ -119,15 +119,13 @@ def setup_handoffs(client: discord.Client, account: AccountRuntime) -> None:
     def finished(record: SubagentRecord) -> None:
         # After the task's announcement, so the button comes under it; a run-mode
         # thread was let go by then and gets none.
-        live = [
-            b for b in services.bindings.list_by_session(record.session_key) if b.status == "active"
-        ]
+        binding = services.subagents.binding_of(record.session_key)
         agent = services.runtime.peek(record.session_key)
-        if not live or agent is None:
+        if binding is None or agent is None:
             return
-        conversation = live[0].conversation
+        conversation = binding.conversation
         if conversation.channel == "discord" and conversation.account_id == account.account_id:
-            watch_for_brief(account, live[0], agent)
+            watch_for_brief(account, binding, agent)
 
     services.subagents.on_finished(finished)
 
@@ -140,7 +138,7 @@ async def handoff_pressed(
     if record is None:
         await say(interaction, NOT_BOUND)
         return
-    if not may_press(interaction, record):
+    if not may_manage(interaction, record):
         await say(interaction, NOT_YOURS)
         return
     profiles = services.config.agents

@@ -17,11 +17,10 @@ from typing import Literal
 
 import discord
 
-from adapters.discord.ids import conversation_for
+from adapters.discord.ids import conversation_of
 from adapters.discord.text import split_message
 from bot.account import AccountRuntime
 from core.agent.events import AgentEvent, TurnEnded
-from core.bindings.records import ConversationRef
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.errors import FeatureDisabled
 from core.logging import get_logger
@@ -69,7 +68,7 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
         services.subagents.choose_agent(request.agent)  # the same refusals as a spawn
         return await _legacy(account, request, f"subagent:{uuid.uuid4().hex[:12]}")
 
-    requester = _requester(account.account_id, request.channel)
+    requester = conversation_of(account.account_id, request.channel)
     here = services.bindings.resolve_by_conversation(requester)  # asked from a bound thread
     spawned = await services.subagents.spawn(
         core_spawn.SpawnRequest(
@@ -90,12 +89,6 @@ async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
         thread_id,
         f"Started **{spawned.display_name}** in <#{thread_id}>.",
     )
-
-
-def _requester(account_id: str, channel: discord.abc.MessageableChannel) -> ConversationRef:
-    if isinstance(channel, discord.Thread):
-        return conversation_for(account_id, channel.id, channel.parent_id)
-    return conversation_for(account_id, channel.id)
 
 
 async def _legacy(account: AccountRuntime, request: SpawnRequest, session_key: str) -> SpawnResult:

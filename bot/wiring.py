@@ -37,6 +37,7 @@ from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
 from core.store import Database, open_database
 from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, SubagentService
+from core.subagents.service import agent_display_name
 from core.subagents.tool import spawn_tool_handler
 
 del _builtin_artifacts  # imported for its registrations (brief, note)
@@ -197,7 +198,7 @@ async def build_services(
                 database,
                 router,
                 SinkRegistry(),
-                name_of=lambda r: _name(config, r.agent),
+                name_of=lambda r: agent_display_name(config.agents, r.agent),
                 clock=clock,
             ),
             profiles=config.agents,
@@ -206,7 +207,7 @@ async def build_services(
             timeout_seconds=config.agent.subagent_timeout_seconds or None,
         )
         artifacts = ArtifactService(sessions)
-        factory.attach_spawn(spawn_tool_handler(subagents, bindings))
+        factory.attach_spawn(spawn_tool_handler(subagents))
         factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
         await database.close()
@@ -226,11 +227,6 @@ async def build_services(
         handoffs=HandoffService(database, sessions, clock=clock),
         providers=providers,
     )
-
-
-def _name(config: Config, agent: str | None) -> str:
-    profile = config.agents.get(agent or "")
-    return profile.display_name if profile else (agent or "Subagent")
 
 
 def _artifact_handler(

@@ -94,7 +94,7 @@ class ThreadDelivery:
         """Post ``content`` in the record's thread; raises DeliveryError if nothing got there."""
         thread_id = snowflake(record.conversation.conversation_id)
         try:
-            message = await self._webhook_send(record, persona, content, thread_id)
+            message = await self._webhook_send(record, persona, content)
             sent = SentMessage(str(message.id), "webhook")
         except discord.HTTPException as exc:
             await self._end_if_fatal(record, exc)
@@ -130,7 +130,7 @@ class ThreadDelivery:
         self.bindings.touch(record.binding_id)
 
     async def _webhook_send(
-        self, record: SessionBindingRecord, persona: Persona, content: str, thread_id: int
+        self, record: SessionBindingRecord, persona: Persona, content: str
     ) -> discord.WebhookMessage:
         parent = self._parent_id(record)
         for attempt in (1, 2):

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 
+import discord
+
 from core.bindings.records import ConversationRef
 from core.errors import BindingError
 
-__all__ = ["CHANNEL", "conversation_for", "snowflake"]
+__all__ = ["CHANNEL", "conversation_for", "conversation_of", "snowflake"]
 
 CHANNEL = "discord"
 _PREFIXED = re.compile(r"^(?:discord:)?(?:channel|thread|user|guild|webhook)?:?(\d{15,21})$")
@@ -40,3 +42,10 @@ def conversation_for(
         conversation_id=str(snowflake(channel_id)),
         parent_conversation_id=str(snowflake(parent_id)) if parent_id is not None else None,
     )
+
+
+def conversation_of(account_id: str, channel: discord.abc.Snowflake) -> ConversationRef:
+    """The reference of a discord.py channel: a thread's carries its parent channel."""
+    if isinstance(channel, discord.Thread):
+        return conversation_for(account_id, channel.id, channel.parent_id)
+    return conversation_for(account_id, channel.id)

@@ -81,10 +81,8 @@ async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[st
         state = record.state
         if agent is not None and agent.running:
             state = "running"
-        live = [
-            b for b in services.bindings.list_by_session(record.session_key) if b.status == "active"
-        ]
-        where = f"<#{live[0].conversation.conversation_id}>" if live else "no thread"
+        binding = services.subagents.binding_of(record.session_key)
+        where = f"<#{binding.conversation.conversation_id}>" if binding else "no thread"
         parts = [f"**{services.subagents.name_of(record)}** `{record.session_key}` {state}", where]
         if agent is not None:
             snapshot = agent.snapshot()

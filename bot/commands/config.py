@@ -8,10 +8,11 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
+from core.bindings.records import SessionBindingRecord
 from core.config import RUNTIME_SOURCE, overridable_paths
 from core.errors import ConfigError
 
-__all__ = ["ADMINS_ONLY", "config_group", "is_admin"]
+__all__ = ["ADMINS_ONLY", "config_group", "is_admin", "may_manage"]
 
 ADMINS_ONLY = "Only server administrators can use this command."
 
@@ -24,6 +25,12 @@ def is_admin(interaction: discord.Interaction) -> bool:
     """
     user = interaction.user
     return isinstance(user, discord.Member) and user.guild_permissions.administrator
+
+
+def may_manage(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
+    """Whether the user may manage a bound thread: who bound it, or a server administrator."""
+    owner = record.bound_by is not None and str(interaction.user.id) == record.bound_by
+    return owner or is_admin(interaction)
 
 
 def _show(value: Any) -> str:

@@ -10,7 +10,7 @@ from discord import app_commands
 
 from adapters.discord.ids import conversation_for
 from bot.account import DEFAULT_PERSONA, AccountRuntime, persona_of
-from bot.commands.config import is_admin
+from bot.commands.config import may_manage
 from bot.commands.steering import NOT_BOUND, binding_here
 from core.bindings.records import SessionBindingRecord
 from core.canary import parse_duration
@@ -42,10 +42,6 @@ def _show_window(ms: int) -> str:
     return "".join(parts) or f"{ms}ms"
 
 
-def _may_manage(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
-    return record.bound_by == str(interaction.user.id) or is_admin(interaction)
-
-
 def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_commands.Group]:
     services = account.services
 
@@ -55,7 +51,7 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
         if record is None:
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return None
-        if not _may_manage(interaction, record):
+        if not may_manage(interaction, record):
             await interaction.response.send_message(NOT_OWNER, ephemeral=True)
             return None
         return record

@@ -5,7 +5,7 @@ from __future__ import annotations
 import discord
 from discord import app_commands
 
-from adapters.discord.ids import conversation_for
+from adapters.discord.ids import conversation_of
 from bot.account import AccountRuntime
 from core.bindings.records import SessionBindingRecord
 
@@ -15,13 +15,11 @@ NOT_BOUND = "This channel is not bound to an agent; use the command in a subagen
 
 
 def binding_here(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
-    if isinstance(channel, discord.Thread):
-        ref = conversation_for(account.account_id, channel.id, channel.parent_id)
-    elif isinstance(channel, discord.abc.GuildChannel):
-        ref = conversation_for(account.account_id, channel.id)
-    else:
+    if not isinstance(channel, discord.Thread | discord.abc.GuildChannel):
         return None
-    return account.services.bindings.resolve_by_conversation(ref)
+    return account.services.bindings.resolve_by_conversation(
+        conversation_of(account.account_id, channel)
+    )
 
 
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:

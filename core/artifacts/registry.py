@@ -32,6 +32,7 @@ __all__ = [
     "artifact_types",
     "event_type",
     "register_artifact_type",
+    "validation_problems",
 ]
 
 EVENT_PREFIX = "artifact."
@@ -61,7 +62,8 @@ def event_type(name: str) -> str:
     return f"{EVENT_PREFIX}{name}"
 
 
-def _problems(exc: ValidationError) -> str:
+def validation_problems(exc: ValidationError) -> str:
+    """Each error of ``exc`` as ``<field path>: <message>``, joined by ``; ``."""
     return "; ".join(
         f"{'.'.join(str(part) for part in error['loc']) or '<data>'}: {error['msg']}"
         for error in exc.errors(include_url=False)
@@ -94,7 +96,9 @@ class ArtifactPayload(BaseModel):
         try:
             data = spec.schema.model_validate(value["data"]).model_dump(mode="json")
         except ValidationError as exc:
-            raise ValueError(f"data does not fit {spec.schema.__name__}: {_problems(exc)}") from exc
+            raise ValueError(
+                f"data does not fit {spec.schema.__name__}: {validation_problems(exc)}"
+            ) from exc
         return {**value, "data": data}
 
     @model_validator(mode="after")

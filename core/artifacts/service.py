@@ -25,6 +25,7 @@ from core.artifacts.registry import (
     artifact_type,
     artifact_types,
     event_type,
+    validation_problems,
 )
 from core.errors import ArtifactError
 from core.sessions.events import SessionEvent
@@ -48,12 +49,8 @@ def _validate_data(spec: ArtifactType, data: Mapping[str, Any]) -> dict[str, Any
     try:
         return spec.schema.model_validate(dict(data)).model_dump(mode="json")
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '<data>'}: {error['msg']}"
-            for error in exc.errors(include_url=False)
-        )
         raise ArtifactError(
-            spec.name, f"its data does not fit {spec.schema.__name__}: {problems}"
+            spec.name, f"its data does not fit {spec.schema.__name__}: {validation_problems(exc)}"
         ) from exc
 
 

@@ -32,8 +32,8 @@ from core.agent.assignment import AGENT_ACTIVATED
 from core.artifacts.registry import EVENT_PREFIX
 from core.config import AgentProfile
 from core.errors import HandoffError, ThreadboundError
-from core.handoffs.activation import TRANSITIONS, HandoffRecord, may_activate
-from core.handoffs.service import HandoffService, replay
+from core.handoffs.activation import HandoffRecord, may_activate
+from core.handoffs.service import HandoffService, movable
 from core.logging import get_logger
 from core.runtime import SessionRuntime
 from core.sessions.tree import SessionTree
@@ -134,16 +134,7 @@ async def activate(
             last case, where the handoff stays accepted and the message says so).
     """
     agent = await runtime.get(session_key)
-    current = next((r for r in replay(session_key, agent.tree.events) if r.id == handoff_id), None)
-    if current is None:
-        raise HandoffError(handoff_id, from_status=None, to_status="accepted")
-    if current.status != "offered":
-        raise HandoffError(
-            handoff_id,
-            from_status=current.status,
-            to_status="accepted",
-            allowed=TRANSITIONS[current.status],
-        )
+    current = movable(session_key, agent.tree.events, handoff_id, "accepted")
     profile = profiles.get(current.to_agent)
     if profile is None:
         raise ActivationRefused(

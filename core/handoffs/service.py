@@ -45,7 +45,7 @@ from core.sessions.payloads import register_event_type
 from core.sessions.tree import SessionTree
 from core.store.database import Database
 
-__all__ = ["EVENT_TYPES", "HandoffEventPayload", "HandoffService", "replay"]
+__all__ = ["EVENT_TYPES", "HandoffEventPayload", "HandoffService", "movable", "replay"]
 
 EVENT_PREFIX: Final = "handoff."
 EVENT_TYPES: Final[dict[HandoffStatus, str]] = {
@@ -102,6 +102,25 @@ def replay(session_key: str, events: Iterable[SessionEvent]) -> list[HandoffReco
         else:
             by_id[payload.handoff_id] = known.moved(status, event.created_at)
     return _order(by_id.values())
+
+
+def movable(
+    session_key: str, events: Iterable[SessionEvent], handoff_id: str, status: HandoffStatus
+) -> HandoffRecord:
+    """The handoff as the log leaves it, provided it may move to ``status`` now.
+
+    Raises:
+        HandoffError: the session has no such handoff, or ``status`` is not a legal next step.
+    """
+    current = next((r for r in replay(session_key, events) if r.id == handoff_id), None)
+    if current is None:
+        raise HandoffError(handoff_id, from_status=None, to_status=status)
+    allowed = TRANSITIONS[current.status]
+    if status not in allowed:
+        raise HandoffError(
+            handoff_id, from_status=current.status, to_status=status, allowed=allowed
+        )
+    return current
 
 
 class HandoffService:
@@ -220,16 +239,7 @@ class HandoffService:
         self, tree: SessionTree, handoff_id: str, status: HandoffStatus, actor: str
     ) -> HandoffRecord:
         async with self._lock(tree.session_key):
-            current = next(
-                (r for r in replay(tree.session_key, tree.events) if r.id == handoff_id), None
-            )
-            if current is None:
-                raise HandoffError(handoff_id, from_status=None, to_status=status)
-            allowed = TRANSITIONS[current.status]
-            if status not in allowed:
-                raise HandoffError(
-                    handoff_id, from_status=current.status, to_status=status, allowed=allowed
-                )
+            current = movable(tree.session_key, tree.events, handoff_id, status)
             payload = HandoffEventPayload(
                 handoff_id=handoff_id,
                 from_agent=current.from_agent,

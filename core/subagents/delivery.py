@@ -181,18 +181,12 @@ class CompletionDelivery:
                 await self._post_bound(row, subagent, resolution)
                 return
             except DeliveryError:
-                if self._router_still_binds(subagent):
-                    raise  # the thread is there: retry it, never reroute silently
                 resolution = self._router.resolve_destination(
                     target_session_key=subagent.session_key, requester=subagent.requester
                 )
+                if resolution.binding is not None:
+                    raise  # the thread is there: retry it, never reroute silently
         await self._post_fallback(row, subagent, resolution)
-
-    def _router_still_binds(self, subagent: SubagentRecord) -> bool:
-        again = self._router.resolve_destination(
-            target_session_key=subagent.session_key, requester=subagent.requester
-        )
-        return again.binding is not None
 
     async def _post_bound(
         self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution

@@ -50,12 +50,18 @@ from core.subagents.records import (
     SubagentState,
 )
 
-__all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService"]
+__all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService", "agent_display_name"]
 
 _log = get_logger("core.subagents")
 
 SUBAGENT_PREFIX = "subagent:"
 DEFAULT_NAME = "Subagent"
+
+
+def agent_display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
+    """The name a subagent running ``agent`` is shown under (its profile's, else the id)."""
+    profile = profiles.get(agent or "")
+    return profile.display_name if profile else (agent or DEFAULT_NAME)
 
 
 class SpawnRefused(ThreadboundError):
@@ -137,8 +143,7 @@ class SubagentService:
     # -- names and profiles -------------------------------------------------------
 
     def display_name(self, agent: str | None) -> str:
-        profile = self._profiles.get(agent or "")
-        return profile.display_name if profile else (agent or DEFAULT_NAME)
+        return agent_display_name(self._profiles, agent)
 
     def name_of(self, record: SubagentRecord) -> str:
         return self.display_name(record.agent)
@@ -337,15 +342,15 @@ class SubagentService:
 
     async def _resume(self, record: SubagentRecord) -> None:
         agent = await self._runtime.get(record.session_key)
-        binding = self._binding_of(record)
+        binding = self.binding_of(record.session_key)
         self._tell_started(record, binding, agent)
         self._completion.watch(record)
 
-    def _binding_of(self, record: SubagentRecord) -> SessionBindingRecord | None:
-        live = [
-            b for b in self._bindings.list_by_session(record.session_key) if b.status == "active"
-        ]
-        return live[0] if live else None
+    def binding_of(self, session_key: str) -> SessionBindingRecord | None:
+        """The session's first active binding (oldest first), if any: where it speaks."""
+        return next(
+            (b for b in self._bindings.list_by_session(session_key) if b.status == "active"), None
+        )
 
     async def list(self, *states: SubagentState) -> list[SubagentRecord]:
         return await self._db.run(_repository.list_subagents, states)

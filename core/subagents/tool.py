@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from core.agent.builtin_tools import SpawnHandler, SpawnSubagentArgs
 from core.agent.tools import ToolContext
-from core.bindings.service import SessionBindingService
 from core.subagents.service import SpawnRequest, SubagentService
 
 __all__ = ["spawn_tool_handler"]
 
 
-def spawn_tool_handler(service: SubagentService, bindings: SessionBindingService) -> SpawnHandler:
+def spawn_tool_handler(service: SubagentService) -> SpawnHandler:
     async def handle(args: SpawnSubagentArgs, context: ToolContext) -> str:
         parent = await service.get(context.session_key)
-        live = [b for b in bindings.list_by_session(context.session_key) if b.status == "active"]
-        if live:
-            requester = live[0].conversation
-            scope = live[0].metadata.get("guild_id")
+        binding = service.binding_of(context.session_key)
+        if binding is not None:
+            requester = binding.conversation
+            scope = binding.metadata.get("guild_id")
         else:
             requester = parent.requester if parent else None
             scope = parent.scope if parent else None

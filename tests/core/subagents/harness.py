@@ -151,7 +151,7 @@ async def harness(
         clock=clock,
         timeout_seconds=task_timeout or None,
     )
-    factory.attach_spawn(spawn_tool_handler(service, bindings))
+    factory.attach_spawn(spawn_tool_handler(service))
     return Harness(
         database, clock, provider, sessions, bindings, adapter, runtime, sink, service, threads
     )
