@@ -28,6 +28,10 @@ class Signal:
         event, self._event = self._event, asyncio.Event()
         event.set()
 
+    async def wait_next(self) -> None:
+        """Return at the next :meth:`notify` after this call (not one before it)."""
+        await self._event.wait()
+
     async def wait_for(self, probe: Callable[[], T | None]) -> T:
         """Return the first non-None ``probe()`` result, re-probing after each change.
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from aiohttp import web
 
@@ -238,6 +238,23 @@ class FakeDiscord(UserActions):
             return await self.state.changed.wait_for(
                 lambda: self.gateway.is_ready(object_id(bot_user_id))
             )
+
+    async def wait_ready_or_stopped(
+        self, bot_user_id: User | int, client_run: asyncio.Task[Any]
+    ) -> GatewaySession | None:
+        """:meth:`wait_ready`, but stop waiting if ``client_run`` ends first.
+
+        ``client_run`` is the task running the bot's client; when it ends before READY its
+        exception is re-raised (a login failure, ...), else None is returned.
+        """
+        ready = asyncio.create_task(self.wait_ready(bot_user_id))
+        done, _ = await asyncio.wait({client_run, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if ready not in done:
+            ready.cancel()
+            await asyncio.gather(ready, return_exceptions=True)
+            client_run.result()
+            return None
+        return ready.result()
 
     async def sync(self, bot_user_id: User | int) -> None:
         """Wait until the bot's client has parsed every event dispatched to it so far."""

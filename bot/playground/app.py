@@ -26,7 +26,6 @@ import contextlib
 import secrets
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -45,7 +44,7 @@ from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
 from core.providers.demo import DemoProvider
 from core.providers.types import Provider
-from fakediscord import FakeDiscord, Guild, User
+from fakediscord import FakeDiscord
 from fakediscord.persistence import load_state, save_state
 
 __all__ = [
@@ -115,16 +114,11 @@ def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Confi
     )
 
 
-@dataclass(slots=True)
-class _Seeded:
-    token: str
-    bot: User
-    guild: Guild
-    members: tuple[User, ...]
+def _seed(fake: FakeDiscord) -> tuple[str, World]:
+    """Make sure the bot, the guild, its channels and the two users exist (idempotent).
 
-
-def _seed(fake: FakeDiscord) -> _Seeded:
-    """Make sure the bot, the guild, its channels and the two users exist (idempotent)."""
+    Returns the bot's token and the world made.
+    """
     state = fake.state
     if state.bots:
         token, account = next(iter(state.bots.items()))
@@ -145,7 +139,8 @@ def _seed(fake: FakeDiscord) -> _Seeded:
             (state.users[uid] for uid in guild.members if state.users[uid].username == name), None
         )
         members.append(user or fake.add_member(guild, name, admin=admin))
-    return _Seeded(token=token, bot=bot, guild=guild, members=tuple(members))
+    world = World(guild_id=guild.id, bot_user_id=bot.id, member_ids=tuple(u.id for u in members))
+    return token, world
 
 
 class Playground:
@@ -229,14 +224,9 @@ class Playground:
                 load_state(self.fake.state, path)
             except ValueError as exc:
                 raise PlaygroundError(f"{exc}; move the file away to start afresh") from None
-        seeded = _seed(self.fake)
+        token, self.world = _seed(self.fake)
         await self.fake.start()
         self._stack.push_async_callback(self.fake.stop)
-        self.world = World(
-            guild_id=seeded.guild.id,
-            bot_user_id=seeded.bot.id,
-            member_ids=tuple(u.id for u in seeded.members),
-        )
         self.web = PlaygroundWeb(self.fake, self.world, host=HOST, port=self.port)
         try:
             self.url = await self.web.start()  # first: a taken port fails before the bot starts
@@ -246,7 +236,7 @@ class Playground:
                 f"cannot listen on {HOST}:{self.port} ({exc.strerror or exc}); "
                 "set another port in [playground] port (0 picks a free one)"
             ) from None
-        config = playground_config(self.config, self.fake, seeded.guild.id)
+        config = playground_config(self.config, self.fake, self.world.guild_id)
         store = self.config.base_dir / self.settings.store_file
         store.parent.mkdir(parents=True, exist_ok=True)
         self.services = await build_services(config, provider=self.provider)
@@ -256,7 +246,7 @@ class Playground:
         self.client = ThreadboundClient(
             account_id, self.services, ManagerRegistry(), min_edit_interval=self._min_edit_interval
         )
-        await self._connect(seeded)
+        await self._connect(token, self.world.bot_user_id)
         bindings = config.bindings
         self._tasks.append(
             asyncio.create_task(
@@ -281,34 +271,17 @@ class Playground:
         )
         return self.url
 
-    async def _connect(self, seeded: _Seeded) -> None:
+    async def _connect(self, token: str, bot_user_id: int) -> None:
         """Start the client and return once it is ready (or raise why it stopped)."""
         assert self.client is not None
-        self._client_run = asyncio.create_task(
-            self.client.start(seeded.token), name="playground-client"
-        )
-        ready = asyncio.create_task(self.fake.wait_ready(seeded.bot.id))
-        done, _ = await asyncio.wait({self._client_run, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if ready not in done:
-            ready.cancel()
-            await asyncio.gather(ready, return_exceptions=True)
-            self._client_run.result()
+        self._client_run = asyncio.create_task(self.client.start(token), name="playground-client")
+        if await self.fake.wait_ready_or_stopped(bot_user_id, self._client_run) is None:
             raise PlaygroundError("the bot stopped before it was ready in the playground")
-        ready.result()
 
     async def _save_loop(self, path: Path) -> None:
         """Save the fake's state a few seconds after it changes (and at shutdown)."""
-        signal_ = self.fake.state.changed
         while True:
-            seen = [False]
-
-            def changed(flag: list[bool] = seen) -> bool | None:
-                if flag[0]:
-                    return True
-                flag[0] = True
-                return None
-
-            await signal_.wait_for(changed)
+            await self.fake.state.changed.wait_next()
             await asyncio.sleep(SAVE_EVERY_SECONDS)  # batch a burst of changes into one write
             self._save(path)
 
@@ -402,8 +375,7 @@ async def run_playground(config: Config, *, reason: str = "") -> int:
             watched.add(playground.client_task)
         await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
-        status = 0 if stop.is_set() else 1
-        return status
+        return 0 if stop.is_set() else 1
     finally:
         await playground.stop()
         _log.info("bot.stopped")

@@ -17,6 +17,9 @@ from typing import TextIO
 
 __all__ = ["Counts", "Progress", "format_line"]
 
+TTY_INTERVAL = 0.5
+LINE_INTERVAL = 5.0
+
 
 @dataclass(frozen=True, slots=True)
 class Counts:
@@ -47,15 +50,13 @@ class Progress:
         url: str,
         *,
         interactive: bool | None = None,
-        tty_interval: float = 0.5,
-        line_interval: float = 5.0,
     ) -> None:
         self._stream = stream
         self._count = count
         self._url = url
         isatty = getattr(stream, "isatty", None)
         self.interactive = bool(isatty and isatty()) if interactive is None else interactive
-        self._interval = tty_interval if self.interactive else line_interval
+        self._interval = TTY_INTERVAL if self.interactive else LINE_INTERVAL
         self._task: asyncio.Task[None] | None = None
         self._last = ""
         self._width = 0

@@ -13,11 +13,10 @@ from typing import Any
 
 from bot.playground.commands_text import help_entries
 from fakediscord import FakeDiscord, Message
+from fakediscord.interactions import LOADING
+from fakediscord.permissions import ADMINISTRATOR
 
-__all__ = ["LOADING", "PageView", "World"]
-
-LOADING = 1 << 7
-"""Message flag: an interaction's deferred "thinking" placeholder."""
+__all__ = ["PageView", "World"]
 
 Json = dict[str, Any]
 
@@ -49,7 +48,7 @@ class PageView:
         users = []
         for user_id in self.world.member_ids:
             user = state.users[user_id]
-            admin = state.permissions(guild.id, user_id) & (1 << 3)
+            admin = state.permissions(guild.id, user_id) & ADMINISTRATOR
             users.append({"id": str(user_id), "name": user.username, "admin": bool(admin)})
         bot = state.users[self.world.bot_user_id]
         return {

@@ -42,7 +42,6 @@ from fakediscord.errors import DiscordError
 __all__ = ["STATIC_DIR", "PlaygroundWeb"]
 
 STATIC_DIR = Path(__file__).with_name("static")
-EPHEMERAL = 1 << 6
 KEEPALIVE_SECONDS = 15.0
 COALESCE_SECONDS = 0.05
 """After a change, wait this long so a burst of changes becomes one event."""
@@ -288,17 +287,9 @@ class PlaygroundWeb:
         signal = self.fake.state.changed
         try:
             while not self._closing.is_set():
-                woke = [False]
-
-                def after_change(flag: list[bool] = woke) -> bool | None:
-                    if flag[0]:
-                        return True
-                    flag[0] = True
-                    return None
-
                 try:
                     async with asyncio.timeout(KEEPALIVE_SECONDS):
-                        await signal.wait_for(after_change)
+                        await signal.wait_next()
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue

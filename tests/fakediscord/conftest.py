@@ -47,14 +47,9 @@ class Clients:
         run = asyncio.create_task(client.start(token))
         self._running.append((client, run))
         user_id = self._fake.state.bots[token].user_id
-        ready = asyncio.create_task(self._fake.wait_ready(user_id))
-        done, _ = await asyncio.wait({run, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if ready not in done:
-            ready.cancel()
-            await asyncio.gather(ready, return_exceptions=True)
-            run.result()  # re-raise why the client stopped (LoginFailure, ...)
+        # re-raises why the client stopped (LoginFailure, ...)
+        if await self._fake.wait_ready_or_stopped(user_id, run) is None:
             raise AssertionError("the client stopped before becoming ready")
-        ready.result()
         return client
 
     async def close_all(self) -> None:
