@@ -18,7 +18,6 @@ from adapters.discord.endpoints import use_endpoints
 from adapters.discord.manager import ManagerRegistry
 from bot.client import ThreadboundClient
 from bot.wiring import Services, build_services
-from core.bindings.lifecycle import run_maintenance
 from core.config import Config
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
@@ -79,17 +78,10 @@ async def _serve(services: Services, tokens: dict[str, str]) -> int:
     use_endpoints(endpoints.api_base_url or None, endpoints.gateway_url or None)
     managers = ManagerRegistry()
     clients = [ThreadboundClient(account, services, managers) for account in tokens]
-    settings = services.config.bindings
     status = 0
     try:
         async with asyncio.TaskGroup() as group:
-            maintenance = group.create_task(
-                run_maintenance(
-                    services.bindings,
-                    touch_flush_seconds=settings.touch_flush_seconds,
-                    sweep_seconds=settings.sweep_interval_seconds,
-                )
-            )
+            maintenance = group.create_task(services.maintain())
             runs = [group.create_task(c.start(tokens[c.account_id])) for c in clients]
             _log.info("bot.starting", accounts=list(tokens), live_bindings=len(services.bindings))
             waiter = group.create_task(stop.wait())

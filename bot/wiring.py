@@ -20,6 +20,7 @@ from core.agent.factory import ProfileAgentFactory
 from core.artifacts import builtin as _builtin_artifacts
 from core.artifacts.service import ArtifactService, artifact_tool_handler
 from core.bindings.adapter import AdapterRegistry
+from core.bindings.lifecycle import run_maintenance
 from core.bindings.records import ConversationRef
 from core.bindings.service import LifecycleDefaults, SessionBindingService
 from core.clock import Clock, SystemClock
@@ -78,6 +79,20 @@ class Services:
         done = await finish_accepted(handoffs=self.handoffs, runtime=self.runtime)
         if done:
             _log.info("handoffs.completed_at_start", count=done)
+
+    async def maintain(self) -> None:
+        """The upkeep a running bot needs, until cancelled: binding touches flushed and
+        expiries swept, idle agents evicted (their state is in the log)."""
+        settings = self.config.bindings
+        async with asyncio.TaskGroup() as group:
+            group.create_task(
+                run_maintenance(
+                    self.bindings,
+                    touch_flush_seconds=settings.touch_flush_seconds,
+                    sweep_seconds=settings.sweep_interval_seconds,
+                )
+            )
+            group.create_task(self.runtime.run_maintenance())
 
     @property
     def sinks(self) -> SinkRegistry:

@@ -38,7 +38,6 @@ from bot.playground.progress import Counts, Progress
 from bot.playground.view import World
 from bot.playground.web import PlaygroundWeb
 from bot.wiring import Services, build_services
-from core.bindings.lifecycle import run_maintenance
 from core.config import AgentProfile, Config
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
@@ -247,14 +246,9 @@ class Playground:
             account_id, self.services, ManagerRegistry(), min_edit_interval=self._min_edit_interval
         )
         await self._connect(token, self.world.bot_user_id)
-        bindings = config.bindings
         self._tasks.append(
             asyncio.create_task(
-                run_maintenance(
-                    self.services.bindings,
-                    touch_flush_seconds=bindings.touch_flush_seconds,
-                    sweep_seconds=bindings.sweep_interval_seconds,
-                ),
+                self.services.maintain(),
                 name="playground-maintenance",
             )
         )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 from bot.wiring import build_services
 from core.bindings.records import ConversationRef
 from core.clock import FakeClock
 from core.config import Config, parse_config
+from core.providers.scripted import ScriptedProvider
 
 
 def config_for(tmp_path: Path) -> Config:
@@ -98,5 +101,32 @@ async def test_without_a_provider_the_turn_says_what_to_configure(tmp_path: Path
         ended = [e.payload for e in agent.tree.events if e.type == "turn_ended"]
         assert ended[0]["reason"] == "error"
         assert "add a [providers.<name>] table" in ended[0]["error"]
+    finally:
+        await services.close()
+
+
+async def test_maintenance_evicts_idle_agents(tmp_path: Path) -> None:
+    """The running bot's upkeep drops agents idle past [agent] idle_evict_seconds."""
+    clock = FakeClock()
+    config = parse_config(
+        {
+            "store": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},
+            "agent": {"idle_evict_seconds": 120},
+        },
+        config_path=tmp_path / "config.toml",
+        env={},
+    )
+    services = await build_services(config, clock=clock, provider=ScriptedProvider([]))
+    try:
+        await services.runtime.get("idle-session")
+        upkeep = asyncio.ensure_future(services.maintain())
+        for _ in range(2):  # two eviction passes: at 60 s still fresh, at 120 s idle long enough
+            await clock.wait_for_sleepers(2)  # the bindings' upkeep and the eviction loop
+            await clock.advance(60)
+        await clock.wait_for_sleepers(2)  # the eviction pass at 120 s has run
+        assert services.runtime.resident() == []
+        upkeep.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await upkeep
     finally:
         await services.close()
