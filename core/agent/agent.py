@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from core.agent.events import AgentErrorEvent, AgentEvent, MessageQueued, TurnCancelled
-from core.agent.loop import PendingMessage, run_turns
+from core.agent.loop import PendingMessage, carry_over_steering, run_turns
 from core.agent.messages import MessageDeriver, unanswered_results
 from core.agent.policy import ContinuationHook, StopPolicy, default_should_continue
 from core.agent.tools import ToolRegistry
@@ -157,10 +157,14 @@ class Agent:
         return await self._submit("follow_up", content, author_id)
 
     async def resume(self) -> bool:
-        """Start on queued follow-ups (after a restart); False when idle with nothing queued."""
+        """Start on queued messages (after a restart); False when idle with nothing queued.
+
+        Steering a stopped turn never took is queued again as a follow-up first.
+        """
         async with self._entry:
             if self.running:
                 return True
+            await carry_over_steering(self)
             batch = self._take_follow_ups()
             if not batch:
                 return False
@@ -246,6 +250,7 @@ class Agent:
     async def _next_batch(self) -> list[PendingMessage]:
         """The loop's "anything left?", atomic with the entry points' "is it running?"."""
         async with self._entry:
+            await carry_over_steering(self)
             batch = self._take_follow_ups()
             if not batch:
                 self._mark_idle()

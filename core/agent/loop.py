@@ -10,7 +10,8 @@ and the stop policy allows. Steering is acted on only at safe points:
   gets a synthetic "skipped" result so the provider history stays valid) and
   the interruption is recorded;
 - after the step: queued steering is injected as tagged user messages and the
-  model is called again.
+  model is called again;
+- after the turn: steering no safe point took runs as the next follow-up.
 
 Everything the loop decides is appended to the session log before it acts on
 it, so a restart sees the same history. The loop holds no state of its own:
@@ -46,7 +47,7 @@ from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.log import AppendItem
 from core.sessions.tree import QueuedMessage, SessionTree
 
-__all__ = ["LoopHost", "PendingMessage", "run_turn", "run_turns"]
+__all__ = ["LoopHost", "PendingMessage", "carry_over_steering", "run_turn", "run_turns"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,11 @@ NextBatch = Callable[[], Awaitable[list[PendingMessage]]]
 
 
 async def run_turns(host: LoopHost, first: list[PendingMessage], next_batch: NextBatch) -> None:
-    """Run turns until no follow-up is waiting; ``next_batch`` decides (and may end) that."""
+    """Run turns until no follow-up is waiting; ``next_batch`` decides (and may end) that.
+
+    ``next_batch`` runs under the host's entry lock: it calls ``carry_over_steering``
+    and then takes the queued follow-ups, so no message can slip in between.
+    """
     batch = first
     while batch:
         await run_turn(host, batch)
@@ -150,17 +155,24 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
     await host.append(
         "turn_ended", {"turn_id": turn_id, "reason": reason, "steps": step, "error": error}
     )
-    leftover = host.tree.steering_queue
-    if leftover:  # steering that missed every safe point becomes the next follow-up
-        await host.append(
-            "queue_moved",
-            {
-                "item_ids": [m.item_id for m in leftover],
-                "from_mode": "steer",
-                "to_mode": "follow_up",
-            },
-        )
     host.emit(TurnEnded(key, turn_id, reason, step))
+
+
+async def carry_over_steering(host: LoopHost) -> None:
+    """Steering that missed every safe point of a turn becomes the next follow-up.
+
+    The host calls this under the lock its entry points hold, just before it
+    takes the next batch. Done at the end of ``run_turn`` instead, a steer whose
+    write was still in flight as the turn closed would land after the last look
+    and be stranded in the steering queue of an idle agent.
+    """
+    leftover = host.tree.steering_queue
+    if not leftover:
+        return
+    await host.append(
+        "queue_moved",
+        {"item_ids": [m.item_id for m in leftover], "from_mode": "steer", "to_mode": "follow_up"},
+    )
 
 
 async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, list[ToolCall]]:
