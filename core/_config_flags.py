@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic_core import PydanticCustomError
 
-from core.errors import ConfigError
+from core.errors import ConfigError, got
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -284,7 +284,7 @@ def _coerce(flag: _Flag, raw: object, path: str) -> bool | float:
             return True
         if word in _FALSE_WORDS:
             return False
-        raise ConfigError(RUNTIME_SOURCE, path, "true/false, on/off or yes/no", f"got {raw!r}")
+        raise ConfigError(RUNTIME_SOURCE, path, "true/false, on/off or yes/no", got(raw))
     value: float | None = None
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         value = float(raw)
@@ -294,9 +294,7 @@ def _coerce(flag: _Flag, raw: object, path: str) -> bool | float:
         except ValueError:
             value = None
     if value is None or not math.isfinite(value) or value < 0:
-        raise ConfigError(
-            RUNTIME_SOURCE, path, "a number of hours >= 0 (0 means never)", f"got {raw!r}"
-        )
+        raise ConfigError(RUNTIME_SOURCE, path, "a number of hours >= 0 (0 means never)", got(raw))
     return value
 
 

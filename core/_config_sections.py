@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, StringConstraints, field_validator
 
 from core._config_flags import TomlTable, invalid_value
-from core.errors import ConfigError
+from core.errors import ConfigError, got
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -207,7 +207,7 @@ def check_agent_references(config: Config, source: str) -> None:
                 source,
                 f"agents.{agent_id}.provider",
                 f"the name of a [providers.<name>] table ({known})",
-                f"got {profile.provider!r}",
+                got(profile.provider),
             )
         for target in profile.handoff_to:
             if target not in config.agents:
@@ -215,5 +215,5 @@ def check_agent_references(config: Config, source: str) -> None:
                     source,
                     f"agents.{agent_id}.handoff_to",
                     f"ids of [agents.<id>] tables ({', '.join(config.agents)})",
-                    f"got {target!r}",
+                    got(target),
                 )

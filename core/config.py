@@ -59,7 +59,7 @@ from core._config_sections import (
     StoreConfig,
     check_agent_references,
 )
-from core.errors import ConfigError
+from core.errors import ConfigError, got
 from core.providers.config import ProviderConfig
 
 __all__ = [
@@ -278,16 +278,16 @@ def _config_error_from_validation(exc: ValidationError, source: str) -> ConfigEr
         expected, problem = f"one of the keys {_allowed_keys(where.table)}", "unknown key"
     elif where.is_key:
         expected = "an account id of 1 to 32 characters from a-z, 0-9, '_' and '-'"
-        problem = f"got {loc[-2]!r}"
+        problem = f"got {loc[-2]!r}"  # the key is in the path anyway
     elif kind in _TYPE_EXPECTED:
         expected, problem = _TYPE_EXPECTED[kind], f"got {_kind(value)}"
     elif kind in ("greater_than_equal", "greater_than"):
         bound = f">= {ctx['ge']:g}" if kind == "greater_than_equal" else f"> {ctx['gt']:g}"
-        expected, problem = f"a number {bound}", f"got {value!r}"
+        expected, problem = f"a number {bound}", got(value)
     elif kind == "finite_number":
-        expected, problem = "a finite number", f"got {value!r}"
+        expected, problem = "a finite number", got(value)
     elif kind == "literal_error":
-        expected, problem = f"one of {ctx['expected']}", f"got {value!r}"
+        expected, problem = f"one of {ctx['expected']}", got(value)
     else:
         expected, problem = error["msg"], ""
     return ConfigError(source, where.path, expected, problem)

@@ -7,6 +7,8 @@ user as it is. Messages never contain secrets.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "ArtifactError",
     "BindingError",
@@ -23,7 +25,29 @@ __all__ = [
     "SessionError",
     "StoreError",
     "ThreadboundError",
+    "got",
 ]
+
+_HARMLESS = re.compile(r"[A-Za-z0-9 _.:/+-]{0,24}")
+_LETTER = re.compile(r"[A-Za-z]")
+_DIGIT = re.compile(r"[0-9]")
+
+
+def got(value: object) -> str:
+    """``got 'verbose'`` for an error message, unless the value could be a secret.
+
+    People paste tokens into the wrong key or command option. A number, or a
+    short word such as a log level or a provider name, is echoed so the user sees
+    their typo; a long string, one with unusual characters, or a long mix of
+    letters and digits is described by its length only.
+    """
+    if isinstance(value, bool | int | float) or value is None:
+        return f"got {value!r}"
+    text = str(value)
+    credential_like = len(text) >= 12 and _LETTER.search(text) and _DIGIT.search(text)
+    if _HARMLESS.fullmatch(text) and not credential_like:
+        return f"got {text!r}"
+    return f"got a value of {len(text)} characters, not shown in case it is a secret"
 
 
 class ThreadboundError(Exception):

@@ -19,7 +19,7 @@ from core.config import (
     toml_key_path,
     validate_override,
 )
-from core.errors import ConfigError
+from core.errors import ConfigError, got
 from core.store.engine import SUPPORTED_DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -567,6 +567,51 @@ class TestSecrets:
         assert SECRET not in str(error)
         assert error.__cause__ is None
         assert error.__suppress_context__ is True
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            f"[logging]\nlevel = '{SECRET}'\n",
+            f"[agents.a]\ndisplay_name = 'A'\nprovider = '{SECRET}'\n",
+            f"[agents.a]\ndisplay_name = 'A'\nhandoff_to = ['{SECRET}']\n",
+        ],
+    )
+    def test_token_pasted_into_a_value_is_not_echoed(self, tmp_path: Path, text: str):
+        """A value that could be a secret is described by its length, never shown."""
+        error = error_for(tmp_path, text)
+        assert SECRET not in str(error)
+        assert (
+            error.problem
+            == f"got a value of {len(SECRET)} characters, not shown in case it is a secret"
+        )
+
+    @pytest.mark.parametrize(
+        "path", ["session.threadBindings.enabled", "session.threadBindings.idleHours"]
+    )
+    def test_token_pasted_into_a_runtime_flag_is_not_echoed(self, tmp_path: Path, path: str):
+        """/config set with a token as its value answers without the token."""
+        config = load_text(tmp_path, TWO_ACCOUNTS)
+        with pytest.raises(ConfigError) as info:
+            validate_override(config, path, SECRET)
+        assert SECRET not in str(info.value)
+
+    @pytest.mark.parametrize(
+        ("value", "shown"),
+        [
+            ("verbose", "got 'verbose'"),
+            ("gpt-4o-mini", "got 'gpt-4o-mini'"),
+            (-1, "got -1"),
+            (
+                "sk-proj-4f9a8b7c6d5e",
+                "got a value of 20 characters, not shown in case it is a secret",
+            ),
+            ("x" * 25, "got a value of 25 characters, not shown in case it is a secret"),
+            ("a\u200bb", "got a value of 3 characters, not shown in case it is a secret"),
+        ],
+    )
+    def test_what_an_error_echoes(self, value: object, shown: str):
+        """Short words and numbers are echoed; credential-like text is not."""
+        assert got(value) == shown
 
     def test_token_env_is_not_a_secret_key(self, tmp_path: Path):
         """token_env names a variable, so it is accepted."""
