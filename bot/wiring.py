@@ -24,7 +24,7 @@ from core.bindings.lifecycle import run_maintenance
 from core.bindings.records import ConversationRef
 from core.bindings.service import LifecycleDefaults, SessionBindingService
 from core.clock import Clock, SystemClock
-from core.config import AgentProfile, Config, resolve_thread_bindings
+from core.config import AgentProfile, Config
 from core.errors import ProviderError
 from core.handoffs.activate import finish_accepted
 from core.handoffs.service import HandoffService
@@ -133,13 +133,19 @@ class NoProvider:
         yield  # pragma: no cover - makes this an async generator
 
 
-def lifecycle_defaults_for(config: Config) -> LifecycleDefaults:
-    """Idle timeout and max age of a new binding, from the flags of its account."""
+def lifecycle_defaults_for(config: Config, overrides: RuntimeOverrides) -> LifecycleDefaults:
+    """Idle timeout and max age of a new binding: its account's flags, with the runtime
+    overrides of its guild (an admin's ``/config set ...idleHours``) applied."""
     known = set(config.account_ids())
 
-    def defaults(conversation: ConversationRef) -> tuple[int, int]:
+    def defaults(conversation: ConversationRef, metadata: Mapping[str, Any]) -> tuple[int, int]:
         account = conversation.account_id if conversation.account_id in known else None
-        settings = resolve_thread_bindings(config, channel=conversation.channel, account_id=account)
+        guild = metadata.get("guild_id")
+        settings = overrides.thread_bindings(
+            str(guild) if guild is not None else None,
+            account_id=account,
+            channel=conversation.channel,
+        )
         return settings.idle_timeout_ms, settings.max_age_ms
 
     return defaults
@@ -187,15 +193,15 @@ async def build_services(
     database = await open_database(config.store_url(), busy_timeout_ms=config.store.busy_timeout_ms)
     try:
         adapters = AdapterRegistry()
+        overrides = RuntimeOverrides(database, config, clock=clock)
+        await overrides.start()
         bindings = SessionBindingService(
             database,
             adapters=adapters,
             clock=clock,
-            lifecycle_defaults=lifecycle_defaults_for(config),
+            lifecycle_defaults=lifecycle_defaults_for(config, overrides),
         )
         await bindings.start()
-        overrides = RuntimeOverrides(database, config, clock=clock)
-        await overrides.start()
         sessions = SessionLog(database, clock=clock)
         factory = ProfileAgentFactory(
             config, providers, default, default_tools(config, clock), provider_override=provider

@@ -92,11 +92,11 @@ class RuntimeOverrides:
         )
 
     def thread_bindings(
-        self, scope: str | None, *, account_id: str | None = None
+        self, scope: str | None, *, account_id: str | None = None, channel: str = "discord"
     ) -> ThreadBindingSettings:
         """Every thread-binding flag for an account, with this scope's overrides applied."""
         return _resolve_thread_bindings(
-            self._config, account_id=account_id, overrides=self.for_scope(scope)
+            self._config, channel=channel, account_id=account_id, overrides=self.for_scope(scope)
         )
 
     async def set(self, scope: str, path: str, raw: str | bool | float, *, actor: str) -> Any:

@@ -47,13 +47,15 @@ from core.store.database import Database
 
 __all__ = ["LifecycleDefaults", "SessionBindingService"]
 
-LifecycleDefaults = Callable[[ConversationRef], tuple[int, int]]
-"""``conversation -> (idle_timeout_ms, max_age_ms)``, from the resolved flags; 0 = never."""
+LifecycleDefaults = Callable[[ConversationRef, Mapping[str, Any]], tuple[int, int]]
+"""``(conversation, metadata) -> (idle_timeout_ms, max_age_ms)``, from the resolved flags;
+0 = never. The metadata names the binding's scope (``guild_id``), whose runtime
+overrides count as much as the file's values."""
 
 _log = get_logger("core.bindings")
 
 
-def _no_expiry(_conversation: ConversationRef) -> tuple[int, int]:
+def _no_expiry(_conversation: ConversationRef, _metadata: Mapping[str, Any]) -> tuple[int, int]:
     return (0, 0)
 
 
@@ -217,7 +219,7 @@ class SessionBindingService(BindingSettings):
         idle_timeout_ms: int | None,
         max_age_ms: int | None,
     ) -> SessionBindingRecord:
-        default_idle, default_max_age = self._lifecycle_defaults(conversation)
+        default_idle, default_max_age = self._lifecycle_defaults(conversation, metadata)
         idle = default_idle if idle_timeout_ms is None else idle_timeout_ms
         if ttl_ms is not None:
             max_age = ttl_ms

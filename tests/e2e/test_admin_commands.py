@@ -76,6 +76,20 @@ class TestConfig:
         record = bot.binding()
         assert f"<#{record.conversation.conversation_id}>" in spawned.body["content"]
 
+    async def test_binding_windows_set_by_an_admin_reach_new_bindings(
+        self, start_bot: StartBot
+    ) -> None:
+        """/config set idleHours and maxAgeHours change the windows of the next thread bound."""
+        bot = await start_bot([Step(text="hi")])
+        base = "channels.discord.threadBindings"
+        await run(bot, bot.world.admin, "config set", key=f"{base}.idleHours", value="3")
+        await run(bot, bot.world.admin, "config set", key=f"{base}.maxAgeHours", value="5")
+        await spawn(bot, "stay with me", mode="session")
+        record = bot.binding()
+        assert record.idle_timeout_ms == 3 * HOUR_MS
+        assert record.expires_at == record.bound_at + timedelta(hours=5)
+        await settle(bot, record.target_session_key)
+
     async def test_get_shows_source_and_reset_restores_the_file_value(
         self, start_bot: StartBot
     ) -> None:

@@ -99,7 +99,7 @@ class TestBindAndRestart:
 
     async def test_lifecycle_defaults_and_ttl(self, database: Database, clock: FakeClock) -> None:
         """Idle and max age come from the defaults; a ttl replaces the max age."""
-        service = await service_on(database, clock, lifecycle_defaults=lambda c: (HOUR_MS, 0))
+        service = await service_on(database, clock, lifecycle_defaults=lambda c, m: (HOUR_MS, 0))
         plain = await service.bind("s1", "session", conv("t1"))
         with_ttl = await service.bind("s2", "session", conv("t2"), ttl_ms=60_000)
         assert (plain.idle_timeout_ms, plain.max_age_ms, plain.expires_at) == (HOUR_MS, 0, None)
@@ -270,7 +270,7 @@ class TestSetLifetime:
         self, database: Database, clock: FakeClock
     ) -> None:
         """max_age 0 clears the hard deadline; an omitted window keeps its value."""
-        service = await service_on(database, clock, lifecycle_defaults=lambda c: (HOUR_MS, HOUR_MS))
+        service = await service_on(database, clock, lifecycle_defaults=lambda c, m: (HOUR_MS, HOUR_MS))
         record = await service.bind("s1", "session", conv("t1"))
         updated = await service.set_lifetime(record.binding_id, max_age_ms=0)
         assert (updated.idle_timeout_ms, updated.max_age_ms, updated.expires_at) == (
