@@ -53,6 +53,16 @@ class AccountRuntime:
             DiscordCompletionSink(self.delivery, before_post=self._settle_presenter)
         )
         services.subagents.on_started(self._subagent_started)
+        services.runtime.on_agent_started(self._agent_started)
+
+    def _agent_started(self, agent: Agent) -> None:
+        """Any agent built for a session bound here (first use, or rebuilt) is shown there."""
+        for binding in self.services.bindings.list_by_session(agent.session_key):
+            conversation = binding.conversation
+            if binding.status != "active" or conversation.channel != "discord":
+                continue
+            if conversation.account_id == self.account_id:
+                self.present(binding, agent)
 
     def _subagent_started(
         self, _record: object, binding: SessionBindingRecord | None, agent: Agent

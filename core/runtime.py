@@ -64,6 +64,16 @@ class SessionRuntime:
         self._starting: dict[str, asyncio.Lock] = {}
         self._crashes: dict[str, list[datetime]] = {}
         self._restarts: set[asyncio.Task[None]] = set()
+        self._started_listeners: list[Callable[[Agent], None]] = []
+
+    def on_agent_started(self, listener: Callable[[Agent], None]) -> None:
+        """Call ``listener`` with every agent this runtime builds, before it resumes work.
+
+        Whatever shows an agent (a thread's presenter) attaches here once, and so
+        also sees agents rebuilt after an eviction, a crash or a restart: an agent
+        that resumed its queued follow-ups unobserved would answer into nowhere.
+        """
+        self._started_listeners.append(listener)
 
     def resident(self) -> list[str]:
         """Session keys with an agent in memory."""
@@ -88,6 +98,7 @@ class SessionRuntime:
                     agent = await self._start(session_key)
                     entry = _Entry(agent, self.clock.now())
                     self._entries[session_key] = entry
+                    self._announce(agent)
                     await agent.resume()
                 return entry.agent
         finally:
@@ -122,6 +133,15 @@ class SessionRuntime:
         agent = self._factory(tree, self._log, self._crashed)
         agent.subscribe(self._on_event)
         return agent
+
+    def _announce(self, agent: Agent) -> None:
+        for listener in list(self._started_listeners):
+            try:
+                listener(agent)
+            except Exception:
+                _log.warning(
+                    "session.start_listener_failed", session_key=agent.session_key, exc_info=True
+                )
 
     def _on_event(self, event: AgentEvent) -> None:
         # Idleness counts from the end of the last turn, not from the last get().
