@@ -7,6 +7,10 @@ starts the subagent there and later announces its completion once. Off, the
 legacy behaviour is untouched: no thread, the answer is posted where it was
 asked for; asking for a session (which lives in a thread) is refused with the
 flag's name.
+
+:func:`plan` makes every check that needs no I/O and :meth:`SpawnPlan.run`
+does the rest, so ``/agents spawn`` knows a refusal (which only the requester
+should see) before it shows everyone it is thinking.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from core.sessions.tree import SessionTree
 from core.subagents import service as core_spawn
 from core.subagents.service import SpawnRefused
 
-__all__ = ["SpawnRefused", "SpawnRequest", "SpawnResult", "spawn"]
+__all__ = ["SpawnPlan", "SpawnRefused", "SpawnRequest", "SpawnResult", "plan", "spawn"]
 
 
 _log = get_logger("bot.spawn")
@@ -52,43 +56,69 @@ class SpawnResult:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class SpawnPlan:
+    """A request that passed every check needing no I/O; :meth:`run` does the I/O."""
+
+    account: AccountRuntime
+    request: SpawnRequest
+    core: core_spawn.SpawnRequest
+    """What the spawn use case gets; ``thread`` says whether this is the threaded path."""
+
+    async def run(self) -> SpawnResult:
+        """Start the subagent; raises ThreadboundError when Discord or the store refuse."""
+        if not self.core.thread:
+            return await _legacy(self.account, self.request, f"subagent:{uuid.uuid4().hex[:12]}")
+        spawned = await self.account.services.subagents.spawn(self.core)
+        assert spawned.binding is not None  # thread=True binds or raises
+        thread_id = int(spawned.binding.conversation.conversation_id)
+        return SpawnResult(
+            spawned.record.session_key,
+            thread_id,
+            f"Started **{spawned.display_name}** in <#{thread_id}>.",
+        )
+
+
+def plan(account: AccountRuntime, request: SpawnRequest) -> SpawnPlan:
+    """Check ``request`` without any I/O: the same refusals as the spawn itself.
+
+    Raises:
+        SpawnRefused: a blank task, an agent that may not be started.
+        FeatureDisabled: a session while spawning threads is off here.
+    """
+    services = account.services
+    threads = _threads_on(account, request.guild_id)
+    if not threads and request.mode == "session":
+        raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread")
+    requester = conversation_of(account.account_id, request.channel)
+    here = services.bindings.resolve_by_conversation(requester) if threads else None
+    core = core_spawn.SpawnRequest(
+        task=request.task,
+        agent=request.agent,
+        mode=request.mode,
+        thread=threads,
+        parent_session_key=here.target_session_key if here else None,  # asked from a thread
+        requester=requester,
+        requested_by=str(request.user_id),
+        scope=str(request.guild_id),
+    )
+    services.subagents.check(core)
+    return SpawnPlan(account, request, core)
+
+
 async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
     """Start a subagent on ``request.task``; raises FeatureDisabled for a refused thread."""
+    return await plan(account, request).run()
+
+
+def _threads_on(account: AccountRuntime, guild_id: int) -> bool:
+    """Whether this guild and account spawn subagents in threads (admin overrides included)."""
     services = account.services
     known = services.config.account_ids()
     settings = services.overrides.thread_bindings(
-        str(request.guild_id),
-        account_id=account.account_id if account.account_id in known else None,
+        str(guild_id), account_id=account.account_id if account.account_id in known else None
     )
-    if not (settings.enabled and settings.spawn_subagent_sessions):
-        if request.mode == "session":
-            raise FeatureDisabled(
-                FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread"
-            )
-        services.subagents.choose_agent(request.agent)  # the same refusals as a spawn
-        return await _legacy(account, request, f"subagent:{uuid.uuid4().hex[:12]}")
-
-    requester = conversation_of(account.account_id, request.channel)
-    here = services.bindings.resolve_by_conversation(requester)  # asked from a bound thread
-    spawned = await services.subagents.spawn(
-        core_spawn.SpawnRequest(
-            task=request.task,
-            agent=request.agent,
-            mode=request.mode,
-            thread=True,
-            parent_session_key=here.target_session_key if here else None,
-            requester=requester,
-            requested_by=str(request.user_id),
-            scope=str(request.guild_id),
-        )
-    )
-    assert spawned.binding is not None  # thread=True binds or raises
-    thread_id = int(spawned.binding.conversation.conversation_id)
-    return SpawnResult(
-        spawned.record.session_key,
-        thread_id,
-        f"Started **{spawned.display_name}** in <#{thread_id}>.",
-    )
+    return settings.enabled and settings.spawn_subagent_sessions
 
 
 async def _legacy(account: AccountRuntime, request: SpawnRequest, session_key: str) -> SpawnResult:

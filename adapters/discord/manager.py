@@ -6,10 +6,16 @@ client and reads it at every call, never a copy of its HTTP session: when a
 manager is reused for a client logged in with a new token, every later REST
 call must use that token (upstream kept the old session and went on calling
 with a revoked token).
+
+Discord refusing a thread (a missing permission, an outage) becomes a
+:class:`BindingError` that says what to fix: a raw ``discord.Forbidden`` would
+escape the spawn use case unexplained and leave the user's command waiting.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import discord
@@ -26,6 +32,30 @@ _log = get_logger("adapters.discord")
 
 THREAD_NAME_LIMIT = 100
 DEFAULT_ARCHIVE_MINUTES = 1440
+THREAD_PERMISSIONS = "View Channel, Create Public Threads and Send Messages in Threads"
+
+
+@contextlib.contextmanager
+def _thread_refusals(channel_id: str | int) -> Iterator[None]:
+    """Discord's refusal to open a thread under ``channel_id``, as a BindingError to act on."""
+    try:
+        yield
+    except discord.Forbidden as exc:
+        raise BindingError(
+            f"I can't create threads in <#{channel_id}> ({_discord_said(exc)}): give me "
+            f"{THREAD_PERMISSIONS} there, then try again."
+        ) from exc
+    except discord.HTTPException as exc:
+        raise BindingError(
+            f"Discord could not create a thread in <#{channel_id}> ({_discord_said(exc)}); "
+            "nothing was started, try again in a moment."
+        ) from exc
+
+
+def _discord_said(exc: discord.HTTPException) -> str:
+    """``HTTP 403, Missing Permissions, code 50013``: what Discord answered, for a message."""
+    parts = [f"HTTP {exc.status}", exc.text, f"code {exc.code}" if exc.code else ""]
+    return ", ".join(part for part in parts if part)
 
 
 class ThreadBindingManager:
@@ -71,23 +101,29 @@ class ThreadBindingManager:
 
         Spawning from inside a bound thread still opens the new thread in that
         thread's parent: threads cannot nest.
+
+        Raises:
+            BindingError: no parent channel, one that cannot hold threads, or
+                Discord refused (the message names the permissions to grant).
         """
         if not requested.parent_conversation_id:
             raise BindingError("a thread needs a parent channel; the request named none")
-        parent = await self.fetch_channel(requested.parent_conversation_id)
-        if isinstance(parent, discord.Thread):
-            parent = parent.parent or await self.fetch_channel(parent.parent_id)
+        with _thread_refusals(requested.parent_conversation_id):
+            parent = await self.fetch_channel(requested.parent_conversation_id)
+            if isinstance(parent, discord.Thread):
+                parent = parent.parent or await self.fetch_channel(parent.parent_id)
         if not isinstance(parent, discord.TextChannel):
             raise BindingError(
                 f"channel {requested.parent_conversation_id} cannot hold threads; "
                 "spawn from a text channel"
             )
         name = str(metadata.get("thread_name") or target_session_key)[:THREAD_NAME_LIMIT]
-        thread = await parent.create_thread(
-            name=name,
-            type=discord.ChannelType.public_thread,
-            auto_archive_duration=DEFAULT_ARCHIVE_MINUTES,
-        )
+        with _thread_refusals(parent.id):
+            thread = await parent.create_thread(
+                name=name,
+                type=discord.ChannelType.public_thread,
+                auto_archive_duration=DEFAULT_ARCHIVE_MINUTES,
+            )
         metadata.setdefault("guild_id", str(parent.guild.id))
         return conversation_for(self._account_id, thread.id, parent.id)
 

@@ -1,17 +1,35 @@
-"""``/agents spawn`` and ``/agents list``."""
+"""``/agents spawn`` and ``/agents list``.
+
+A spawn's refusal is for the requester's eyes only. Refusals that need no I/O
+are known before the command acknowledges, and are answered privately; a
+public "thinking…" is shown only for a spawn expected to start. Should it
+still fail (Discord refuses the thread, the store fails), the public
+"thinking…" is deleted and the reason is sent privately: a public followup
+would take the place of "thinking…" and show the refusal to everyone.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Literal
 
 import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.spawn import SpawnRequest, spawn
+from bot.spawn import SpawnRequest, plan
 from core.errors import ThreadboundError
+from core.logging import get_logger
 
 __all__ = ["agents_group"]
+
+_log = get_logger("bot.commands.agents")
+_NO_MENTIONS = discord.AllowedMentions.none()
+UNEXPECTED = (
+    "The subagent could not start because of an unexpected error (it was logged); "
+    "try again, and tell an admin if it keeps happening."
+)
+NOT_STARTED = "The subagent did not start."
 
 
 def agents_group(account: AccountRuntime) -> app_commands.Group:
@@ -34,23 +52,30 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
                 "Subagents are spawned in a server channel.", ephemeral=True
             )
             return
+        request = SpawnRequest(
+            guild_id=interaction.guild_id,
+            channel=interaction.channel,  # type: ignore[arg-type]
+            user_id=interaction.user.id,
+            task=task,
+            agent=agent,
+            mode=mode,
+        )
+        try:
+            planned = plan(account, request)
+        except ThreadboundError as exc:
+            await refuse_privately(interaction, str(exc))
+            return
         await interaction.response.defer(thinking=True)
         try:
-            result = await spawn(
-                account,
-                SpawnRequest(
-                    guild_id=interaction.guild_id,
-                    channel=interaction.channel,  # type: ignore[arg-type]
-                    user_id=interaction.user.id,
-                    task=task,
-                    agent=agent,
-                    mode=mode,
-                ),
-            )
+            result = await planned.run()
         except ThreadboundError as exc:
-            await interaction.followup.send(str(exc), ephemeral=True)
+            await refuse_after_public_defer(interaction, str(exc))
             return
-        await interaction.followup.send(result.message)
+        except Exception:
+            _log.error("agents.spawn_failed", exc_info=True)
+            await refuse_after_public_defer(interaction, UNEXPECTED)
+            return
+        await interaction.followup.send(result.message, allowed_mentions=_NO_MENTIONS)
 
     @group.command(name="list", description="Subagents: state, thread, queues and usage.")
     async def list_command(interaction: discord.Interaction) -> None:
@@ -62,6 +87,32 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
         )
 
     return group
+
+
+async def refuse_privately(interaction: discord.Interaction, text: str) -> None:
+    """Refuse before acknowledging: an ephemeral defer, then the reason as its followup.
+
+    Deferred rather than answered at once so that every answer to a spawn, refusal
+    or start, has one shape (a followup to a deferred response) for anyone reading it.
+    """
+    await interaction.response.defer(ephemeral=True, thinking=True)
+    await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS)
+
+
+async def refuse_after_public_defer(interaction: discord.Interaction, text: str) -> None:
+    """Refuse after a public "thinking…": remove it, then tell the requester privately.
+
+    The first followup after a defer edits the deferred message and keeps its
+    visibility, whatever it asks for; only once that message is gone is an
+    ephemeral followup really private. Should the delete fail, the public message
+    is given a neutral text, so the reason still reaches the requester alone.
+    """
+    try:
+        await interaction.delete_original_response()
+    except discord.HTTPException:
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.edit_original_response(content=NOT_STARTED)
+    await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS)
 
 
 async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[str]:

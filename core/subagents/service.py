@@ -4,8 +4,9 @@ One use case serves both ways in: ``/agents spawn`` (a user) and the
 ``spawn_subagent`` tool (a parent agent). The order of a spawn is what makes
 failure clean:
 
-1. refuse early what cannot work (a thread while threads are off for that
-   scope, a session without a thread, an agent that may not be started);
+1. refuse early, before any I/O, what cannot work (:meth:`SubagentService.check`:
+   a task that shows nothing, a thread while threads are off for that scope, a
+   session without a thread, an agent that may not be started);
 2. write the child's first events (``agent.activated``, ``subagent.spawned``)
    and its ``subagents`` row: the provisional child;
 3. bind a thread if asked; if that fails the provisional child is removed
@@ -49,6 +50,7 @@ from core.subagents.records import (
     SubagentRecord,
     SubagentState,
 )
+from core.subagents.validation import is_blank
 
 __all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService", "agent_display_name"]
 
@@ -59,9 +61,14 @@ DEFAULT_NAME = "Subagent"
 
 
 def agent_display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
-    """The name a subagent running ``agent`` is shown under (its profile's, else the id)."""
+    """The name a subagent running ``agent`` is shown under: its profile's, else the default.
+
+    Never the id itself: an id without a profile came from free text (a user's
+    ``agent:`` option, a model's tool call, a row written before such ids were
+    refused), and a persona named from free text impersonates whoever it likes.
+    """
     profile = profiles.get(agent or "")
-    return profile.display_name if profile else (agent or DEFAULT_NAME)
+    return profile.display_name if profile else DEFAULT_NAME
 
 
 class SpawnRefused(ThreadboundError):
@@ -149,9 +156,20 @@ class SubagentService:
         return self.display_name(record.agent)
 
     def choose_agent(self, requested: str | None) -> str | None:
-        """The agent to start; refuses unknown agents and agents only a handoff may start."""
+        """The agent to start; refuses unknown agents and agents only a handoff may start.
+
+        Without configured profiles there is nothing to choose from: a named
+        agent is refused rather than run under a persona named by the request.
+        """
+        if requested is not None and is_blank(requested):
+            requested = None
         if not self._profiles:
-            return requested
+            if requested is not None:
+                raise SpawnRefused(
+                    "no agent profiles are configured, so a subagent cannot be started as a "
+                    "named agent; leave agent empty, or ask an admin to add [agents.<id>]"
+                )
+            return None
         if requested is None:
             startable = [a for a, p in self._profiles.items() if p.user_startable]
             if not startable:
@@ -179,16 +197,19 @@ class SubagentService:
 
     # -- spawn ---------------------------------------------------------------------
 
-    async def spawn(self, request: SpawnRequest) -> Spawned:
-        """Start a subagent on ``request.task``.
+    def check(self, request: SpawnRequest) -> str | None:
+        """Refuse, before any I/O, what cannot work; returns the agent to start.
+
+        :meth:`spawn` runs it first. A caller that must choose how to answer
+        before it does any I/O (a slash command deciding whether its reply is
+        public) runs it earlier as well.
 
         Raises:
-            SpawnRefused: empty task, a session without a thread, an agent that
-                does not exist or may not be started directly.
+            SpawnRefused: a task that shows nothing, a session without a thread,
+                an agent that does not exist or may not be started directly.
             FeatureDisabled: a thread was asked for where spawning threads is off.
-            BindingError, StoreError: the thread could not be bound (nothing is left).
         """
-        if not request.task.strip():
+        if is_blank(request.task):
             raise SpawnRefused("the task is empty; say what the subagent should do")
         if request.mode == "session" and not request.thread:
             raise SpawnRefused(
@@ -197,7 +218,16 @@ class SubagentService:
             )
         if request.thread and not self._threads_allowed(request):
             raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a subagent in its own thread")
-        agent_id = self.choose_agent(request.agent)
+        return self.choose_agent(request.agent)
+
+    async def spawn(self, request: SpawnRequest) -> Spawned:
+        """Start a subagent on ``request.task``.
+
+        Raises:
+            SpawnRefused, FeatureDisabled: see :meth:`check`; nothing is written.
+            BindingError, StoreError: the thread could not be bound (nothing is left).
+        """
+        agent_id = self.check(request)
         key = f"{SUBAGENT_PREFIX}{uuid.uuid4().hex[:12]}"
         now = self.clock.now()
         record = SubagentRecord(

@@ -56,8 +56,11 @@ class TestSpawn:
         self, start_bot: StartBot
     ) -> None:
         """A spawn opens a thread, binds it, says hello, and streams the answer as the agent."""
-        bot = await start_bot([Step(text="Hello @everyone from the subagent")])
-        (reply,) = await spawn(bot, "say hello", agent="Scout", mode="session")
+        bot = await start_bot(
+            [Step(text="Hello @everyone from the subagent")],
+            agents={"scout": {"display_name": "Scout"}},
+        )
+        (reply,) = await spawn(bot, "say hello", agent="scout", mode="session")
         record = bot.binding()
         thread_id = int(record.conversation.conversation_id)
         assert f"<#{thread_id}>" in reply.body["content"]
@@ -78,9 +81,12 @@ class TestSpawn:
 
     async def test_second_spawn_reuses_the_channel_webhook(self, start_bot: StartBot) -> None:
         """Two subagents under one channel share its webhook, each with its own persona."""
-        bot = await start_bot(lambda _messages: Step(text="done"))
+        bot = await start_bot(
+            lambda _messages: Step(text="done"),
+            agents={name.lower(): {"display_name": name} for name in ("One", "Two")},
+        )
         for name in ("One", "Two"):
-            await spawn(bot, f"task for {name}", agent=name, mode="session")
+            await spawn(bot, f"task for {name}", agent=name.lower(), mode="session")
         records = bot.services.bindings.live()
         for record in records:
             await settle(bot, record.target_session_key)
