@@ -15,7 +15,7 @@ from typing import Any
 import discord
 
 from adapters.discord.completions import DiscordCompletionSink
-from adapters.discord.delivery import DEFAULT_PERSONA, ThreadDelivery, persona_of
+from adapters.discord.delivery import DEFAULT_PERSONA, Persona, ThreadDelivery, persona_of
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
 from adapters.discord.webhooks import WebhookPool
@@ -44,7 +44,7 @@ class AccountRuntime:
         services.adapters.register(self.manager, replace=True)
         self.webhooks = WebhookPool(self.manager)
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
-        self._presenters: dict[str, tuple[Agent, ThreadPresenter]] = {}
+        self._presenters: dict[str, tuple[Agent, Persona, ThreadPresenter]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.in_progress: set[tuple[str, ...]] = set()
         """Work on one binding that must not run twice at once (a double press, say)."""
@@ -54,6 +54,7 @@ class AccountRuntime:
         )
         services.subagents.on_started(self._subagent_started)
         services.runtime.on_agent_started(self._agent_started)
+        self.manager.on_binding_ended = self._binding_ended
 
     def _agent_started(self, agent: Agent) -> None:
         """Any agent built for a session bound here (first use, or rebuilt) is shown there."""
@@ -63,6 +64,12 @@ class AccountRuntime:
                 continue
             if conversation.account_id == self.account_id:
                 self.present(binding, agent)
+
+    def _binding_ended(self, record: SessionBindingRecord) -> None:
+        """An ended binding's thread shows its agent no more (the agent may live on elsewhere)."""
+        entry = self._presenters.pop(record.binding_id, None)
+        if entry is not None:
+            entry[2].detach()
 
     def _subagent_started(
         self, _record: object, binding: SessionBindingRecord | None, agent: Agent
@@ -81,21 +88,22 @@ class AccountRuntime:
             await presenter.drain()
 
     def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
-        """Show ``agent`` in ``record``'s thread (once per agent instance)."""
+        """Show ``agent`` in ``record``'s thread (once per agent instance and persona)."""
+        persona = persona_of(record)
         current = self._presenters.get(record.binding_id)
-        if current is not None and current[0] is agent:
-            return current[1]
+        if current is not None and current[0] is agent and current[1] == persona:
+            return current[2]
         if current is not None:
-            current[1].detach()  # the agent was rebuilt (eviction, restart)
+            current[2].detach()  # the agent was rebuilt (eviction, restart) or handed over
         presenter = ThreadPresenter(
             self.delivery,
             record,
-            persona_of(record),
+            persona,
             clock=self.services.bindings.clock,
             min_edit_interval=self._min_edit_interval,
         )
         presenter.attach(agent)
-        self._presenters[record.binding_id] = (agent, presenter)
+        self._presenters[record.binding_id] = (agent, persona, presenter)
         return presenter
 
     def run_in_background(self, work: Coroutine[Any, Any, Any]) -> None:
@@ -110,10 +118,10 @@ class AccountRuntime:
 
     def presenter(self, binding_id: str) -> ThreadPresenter | None:
         entry = self._presenters.get(binding_id)
-        return entry[1] if entry else None
+        return entry[2] if entry else None
 
     async def drain(self) -> None:
         """Wait for everything queued for Discord to be sent (tests, shutdown)."""
-        for _, presenter in list(self._presenters.values()):
+        for _, _, presenter in list(self._presenters.values()):
             await presenter.drain()
         await asyncio.gather(*self._background, return_exceptions=True)

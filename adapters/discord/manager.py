@@ -15,7 +15,7 @@ escape the spawn use case unexplained and leave the user's command waiting.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import discord
@@ -64,6 +64,8 @@ class ThreadBindingManager:
     def __init__(self, account_id: str, client: discord.Client) -> None:
         self._account_id = account_id
         self._client = client
+        self.on_binding_ended: Callable[[SessionBindingRecord], None] | None = None
+        """Set by the account that shows agents in threads: stop showing this one."""
 
     @property
     def channel(self) -> str:
@@ -133,6 +135,8 @@ class ThreadBindingManager:
         await self._say(record, intro(record, name))
 
     async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:
+        if self.on_binding_ended is not None:
+            self.on_binding_ended(record)
         if reason == "thread-deleted":
             return  # nowhere to say it
         await self._say(record, farewell(record, reason))
