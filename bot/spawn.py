@@ -24,6 +24,7 @@ import discord
 from adapters.discord.ids import conversation_of
 from adapters.discord.text import split_message
 from bot.account import AccountRuntime
+from core.agent.assignment import AGENT_ACTIVATED
 from core.agent.events import AgentEvent, TurnEnded
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.errors import FeatureDisabled
@@ -64,11 +65,14 @@ class SpawnPlan:
     request: SpawnRequest
     core: core_spawn.SpawnRequest
     """What the spawn use case gets; ``thread`` says whether this is the threaded path."""
+    agent_id: str | None = None
+    """The profile the checks chose (None: the default agent)."""
 
     async def run(self) -> SpawnResult:
         """Start the subagent; raises ThreadboundError when Discord or the store refuse."""
         if not self.core.thread:
-            return await _legacy(self.account, self.request, f"subagent:{uuid.uuid4().hex[:12]}")
+            key = f"subagent:{uuid.uuid4().hex[:12]}"
+            return await _legacy(self.account, self.request, key, self.agent_id)
         spawned = await self.account.services.subagents.spawn(self.core)
         assert spawned.binding is not None  # thread=True binds or raises
         thread_id = int(spawned.binding.conversation.conversation_id)
@@ -102,8 +106,7 @@ def plan(account: AccountRuntime, request: SpawnRequest) -> SpawnPlan:
         requested_by=str(request.user_id),
         scope=str(request.guild_id),
     )
-    services.subagents.check(core)
-    return SpawnPlan(account, request, core)
+    return SpawnPlan(account, request, core, services.subagents.check(core))
 
 
 async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
@@ -121,9 +124,20 @@ def _threads_on(account: AccountRuntime, guild_id: int) -> bool:
     return settings.enabled and settings.spawn_subagent_sessions
 
 
-async def _legacy(account: AccountRuntime, request: SpawnRequest, session_key: str) -> SpawnResult:
-    """No thread: run the task and post the answer in the channel it was asked from."""
-    agent = await account.services.runtime.get(session_key)
+async def _legacy(
+    account: AccountRuntime, request: SpawnRequest, session_key: str, agent_id: str | None
+) -> SpawnResult:
+    """No thread: run the task and post the answer in the channel it was asked from.
+
+    The chosen profile is recorded first, as on the threaded path: the runtime
+    builds a session's agent from the ``agent.activated`` its log names.
+    """
+    services = account.services
+    if agent_id is not None:
+        tree = await services.sessions.load(session_key)
+        activated = {"agent": agent_id, "by": str(request.user_id)}
+        await services.sessions.append(tree, AGENT_ACTIVATED, activated)
+    agent = await services.runtime.get(session_key)
     channel = request.channel
 
     def on_event(event: AgentEvent) -> None:

@@ -130,6 +130,23 @@ async def test_legacy_path_is_untouched_when_spawning_is_off(start_bot: StartBot
     assert await bot.services.subagents.list() == []
 
 
+async def test_legacy_path_runs_the_named_agent(start_bot: StartBot) -> None:
+    """Flag off, agent:<id> still runs that profile: its prompt, and agent.activated logged."""
+    agents = {
+        "scout": {"display_name": "Scout", "system_prompt": "You are Scout."},
+        "writer": {"display_name": "Writer", "system_prompt": "You are Writer."},
+    }
+    bot = await start_bot([Step(text="legacy answer")], spawn_threads=False, agents=agents)
+    await spawn(bot, "answer here", agent="writer")
+    await bot.fake.wait_for_message(bot.world.channel.id, lambda m: m.content == "legacy answer")
+    await done(bot)
+    (system, *_rest) = bot.provider.calls[0]
+    assert system.content == "You are Writer."
+    (key,) = bot.services.runtime.resident()
+    tree = await bot.services.sessions.load(key)
+    assert [e.payload["agent"] for e in tree.events if e.type == "agent.activated"] == ["writer"]
+
+
 async def test_thread_deleted_mid_run_falls_back_to_the_requester(start_bot: StartBot) -> None:
     """The thread disappears under a running subagent: the result goes to the channel, logged."""
     bot = await start_bot(sleep_then_answer)
