@@ -55,6 +55,7 @@ class AccountRuntime:
         services.subagents.on_started(self._subagent_started)
         services.runtime.on_agent_started(self._agent_started)
         self.manager.on_binding_ended = self._binding_ended
+        self.manager.archive_minutes = services.config.discord.thread_auto_archive_minutes
 
     def _agent_started(self, agent: Agent) -> None:
         """Any agent built for a session bound here (first use, or rebuilt) is shown there."""

@@ -115,6 +115,8 @@ class DiscordEndpointsConfig(TomlTable):
     """Sync app commands to these guilds only (instant); empty: globally (slow to appear)."""
     allow_bots: bool = False
     """Let other bots' messages in bound threads reach the agent."""
+    thread_auto_archive_minutes: Literal[60, 1440, 4320, 10080] = 10080
+    """Inactivity after which Discord archives a thread the bot opened (the values it allows)."""
 
     @field_validator("api_base_url", "gateway_url")
     @classmethod

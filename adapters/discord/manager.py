@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 
@@ -28,10 +28,13 @@ from core.logging import get_logger
 
 __all__ = ["ManagerRegistry", "ThreadBindingManager"]
 
+if TYPE_CHECKING:
+    from discord.types.threads import ThreadArchiveDuration
+
 _log = get_logger("adapters.discord")
 
 THREAD_NAME_LIMIT = 100
-DEFAULT_ARCHIVE_MINUTES = 1440
+DEFAULT_ARCHIVE_MINUTES: ThreadArchiveDuration = 10080
 THREAD_PERMISSIONS = "View Channel, Create Public Threads and Send Messages in Threads"
 
 
@@ -66,6 +69,8 @@ class ThreadBindingManager:
         self._client = client
         self.on_binding_ended: Callable[[SessionBindingRecord], None] | None = None
         """Set by the account that shows agents in threads: stop showing this one."""
+        self.archive_minutes: ThreadArchiveDuration = DEFAULT_ARCHIVE_MINUTES
+        """``auto_archive_duration`` of the threads it opens (``[discord]`` sets it)."""
 
     @property
     def channel(self) -> str:
@@ -124,7 +129,7 @@ class ThreadBindingManager:
             thread = await parent.create_thread(
                 name=name,
                 type=discord.ChannelType.public_thread,
-                auto_archive_duration=DEFAULT_ARCHIVE_MINUTES,
+                auto_archive_duration=self.archive_minutes,
             )
         metadata.setdefault("guild_id", str(parent.guild.id))
         return conversation_for(self._account_id, thread.id, parent.id)

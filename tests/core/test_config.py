@@ -477,6 +477,12 @@ class TestFileErrors:
                 "got 0.0",
             ),
             (
+                "[discord]\nthread_auto_archive_minutes = 30",
+                "discord.thread_auto_archive_minutes",
+                "one of 60, 1440, 4320 or 10080",
+                "got 30",
+            ),
+            (
                 "[logging]\nlevel = 'verbose'",
                 "logging.level",
                 "one of 'debug', 'info', 'warning' or 'error'",

@@ -55,6 +55,7 @@ async def start_bot(
         extra_commands: Callable[[AccountRuntime], list[Any]] | None = None,
         subagent_timeout: float = 0,
         min_edit_interval: float = 0,
+        discord_settings: dict[str, Any] | None = None,
     ) -> Bot:
         config = parse_config(
             {
@@ -62,7 +63,7 @@ async def start_bot(
                 "channels": {
                     "discord": {"threadBindings": {"spawnSubagentSessions": spawn_threads}}
                 },
-                "discord": {"command_guild_ids": [world.guild.id]},
+                "discord": {"command_guild_ids": [world.guild.id], **(discord_settings or {})},
                 "agents": agents or {},
                 # 0: no timeout sleeper on the fake clock unless a test asks for one
                 "agent": {"subagent_timeout_seconds": subagent_timeout},
