@@ -25,6 +25,7 @@ __all__ = [
     "RedactSecrets",
     "forget_secrets",
     "is_secret_key",
+    "redact_text",
     "register_secret",
 ]
 
@@ -256,3 +257,13 @@ class RedactSecrets:
                 if type(value) is str and len(value) >= MIN_SECRET_LENGTH:
                     event_dict[key] = self._pattern.sub(_replace, value)
         return event_dict
+
+
+_SHARED: Final = RedactSecrets()
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret the log redaction would find replaced: for text a
+    person will read (an error shown in a thread), which no log processor sees."""
+    _SHARED._refresh()
+    return _SHARED._text(text)

@@ -29,8 +29,12 @@ Events (fields in :data:`EVENT_FIELDS`):
     purpose: a fallback while a matching binding was active is a hidden
     fallback, a canary violation.
 ``delivery.failed`` (warning if ``retryable`` else error)
-    A send failed; ``error`` is short text (exception type and message, cut to
-    200 characters, redacted). Webhook failures are counted by the canary.
+    A send or edit failed on ``path`` (``webhook`` or ``bot``); ``error`` is short
+    text (exception type and message, cut to 200 characters, redacted), ``code``
+    Discord's error code (or ``None``). ``completion_id`` is ``None`` for what is
+    not a completion (a streamed answer). ``retryable`` says whether something
+    still takes over (the bot path, a later retry). Webhook failures are counted
+    by the canary.
 ``binding.bound`` / ``binding.unbound`` (info)
     A binding started / ended; the canary replays these to know which bindings
     were active when a fallback happened.
@@ -126,7 +130,7 @@ EVENT_FIELDS: Final[dict[str, frozenset[str]]] = {
         }
     ),
     LogEvent.DELIVERY_FAILED: frozenset(
-        {"completion_id", "path", "destination", "binding_id", "error", "retryable"}
+        {"completion_id", "path", "destination", "binding_id", "error", "code", "retryable"}
     ),
     LogEvent.BINDING_BOUND: frozenset(
         {
@@ -312,15 +316,20 @@ def delivery_failed(
     logger: EventLogger | None = None,
     /,
     *,
-    completion_id: str,
+    completion_id: str | None,
     path: DeliveryPath,
     destination: str | None,
     binding_id: str | None,
     error: BaseException | str,
     retryable: bool,
+    code: int | None = None,
     guild: str | None = None,
 ) -> None:
-    """Log ``delivery.failed``; ``error`` is shortened to one line of 200 characters."""
+    """Log ``delivery.failed``; ``error`` is shortened to one line of 200 characters.
+
+    ``completion_id`` is None for a message that is not a completion (a streamed
+    answer, a notice); ``code`` is Discord's error code when it gave one.
+    """
     extra = {"guild": guild} if guild is not None else {}
     method = (logger or _LOG).warning if retryable else (logger or _LOG).error
     method(
@@ -330,6 +339,7 @@ def delivery_failed(
         destination=destination,
         binding_id=binding_id,
         error=_short_error(error),
+        code=code,
         retryable=retryable,
         **extra,
     )

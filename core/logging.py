@@ -51,6 +51,7 @@ from core._redaction import (
     RedactSecrets,
     forget_secrets,
     is_secret_key,
+    redact_text,
     register_secret,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "get_logger",
     "is_enabled",
     "is_secret_key",
+    "redact_text",
     "register_secret",
     "reset_logging",
     "shutdown_logging",

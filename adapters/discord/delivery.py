@@ -2,34 +2,42 @@
 
 A persona message goes through the parent channel's webhook with the agent's
 name and avatar, ``thread_id`` set, and mentions disabled (model output must
-never ping anyone). When the webhook path fails for a reason that does not
-end the binding, the bot itself posts into the SAME thread: a bound
+never ping anyone). When the webhook cannot be had or refuses (no Manage
+Webhooks permission, say), the bot itself posts into the SAME thread: a bound
 destination is never silently swapped for the parent channel.
 
-What a failure means for the binding:
+Every call is retried while its failure passes (:mod:`adapters.discord.retry`:
+rate limits with or without ``Via``, 5xx, timeouts, resets), and repaired where
+Discord says what is wrong:
 
+- unknown webhook (10015): the webhook was deleted; a new one is made, and a
+  message the dead webhook can no longer edit is posted again under the persona;
+- unknown message (10008): someone deleted it; it is posted again;
+- archived thread (50083): the thread is reopened and the call made again;
 - unknown channel (10003): the thread is gone; the binding ends
   ``thread-deleted``, without a farewell;
-- thread locked (50083 — an archived but unlocked thread is reopened by the
-  webhook post itself): the binding ends ``thread-archived``;
-- unknown webhook (10015): the webhook was deleted; a new one is made, once;
-- anything else (5xx after discord.py's retries, a timeout): transient; the
-  bot send is tried and the binding is kept.
+- a locked thread, or the bot missing access or a permission in it (50001,
+  50013): the binding ends (``thread-archived`` / ``missing-permissions``).
 
-Every outbound send records activity on the binding (``touch``), so a thread
-the agent is busy writing in is never swept as idle.
+What still fails is one ``delivery.failed`` line with its path and Discord
+code, and a :class:`~core.errors.DeliveryError` for the caller: never a silent
+truncation. Every outbound send records activity on the binding (``touch``),
+so a thread the agent is busy writing in is never swept as idle.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import discord
 
 from adapters.discord.ids import snowflake
 from adapters.discord.manager import ThreadBindingManager
+from adapters.discord.retry import retrying
 from adapters.discord.webhooks import WebhookPool
+from core import log_events
 from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.errors import DeliveryError
@@ -49,7 +57,12 @@ __all__ = [
 
 _log = get_logger("adapters.discord")
 _NO_MENTIONS = discord.AllowedMentions.none()
-UNKNOWN_CHANNEL, UNKNOWN_WEBHOOK, THREAD_LOCKED = 10003, 10015, 50083
+T = TypeVar("T")
+
+UNKNOWN_CHANNEL, UNKNOWN_MESSAGE, UNKNOWN_WEBHOOK = 10003, 10008, 10015
+MISSING_ACCESS, MISSING_PERMISSIONS, THREAD_ARCHIVED = 50001, 50013, 50083
+
+Path = Literal["webhook", "bot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +85,20 @@ def persona_of(record: SessionBindingRecord) -> Persona:
 @dataclass(frozen=True, slots=True)
 class SentMessage:
     message_id: str
-    path: Literal["webhook", "bot"]
+    path: Path
+
+
+class _ThreadLost(Exception):
+    """The thread cannot be written to any more; ``reason`` is the binding's end reason."""
+
+    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.cause = cause
 
 
 class ThreadDelivery:
-    """Sends and edits persona messages in bound threads for one account."""
+    """Sends and edits persona (and bot) messages in bound threads for one account."""
 
     def __init__(
         self,
@@ -88,55 +110,81 @@ class ThreadDelivery:
         self._webhooks = webhooks
         self.bindings = bindings
 
+    # -- persona messages ----------------------------------------------------------
+
     async def send(
         self, record: SessionBindingRecord, persona: Persona, content: str
     ) -> SentMessage:
         """Post ``content`` in the record's thread; raises DeliveryError if nothing got there."""
-        thread_id = snowflake(record.conversation.conversation_id)
-        try:
-            message = await self._webhook_send(record, persona, content)
-            sent = SentMessage(str(message.id), "webhook")
-        except discord.HTTPException as exc:
-            await self._end_if_fatal(record, exc)
-            _log.warning(
-                "delivery.webhook_failed",
-                binding_id=record.binding_id,
-                status=exc.status,
-                code=exc.code,
-            )
-            sent = await self._bot_send(record, content, thread_id)
-        self.bindings.touch(record.binding_id)
-        return sent
+        return await self._reliably(record, "webhook", lambda: self._post(record, persona, content))
 
-    async def edit(self, record: SessionBindingRecord, sent: SentMessage, content: str) -> None:
-        thread_id = snowflake(record.conversation.conversation_id)
-        try:
-            if sent.path == "webhook":
-                hook = await self._webhooks.get(self._parent_id(record))
-                await hook.edit_message(
-                    int(sent.message_id),
-                    content=content,
-                    allowed_mentions=_NO_MENTIONS,
-                    thread=self._thread(record),
+    async def edit(
+        self, record: SessionBindingRecord, sent: SentMessage, persona: Persona, content: str
+    ) -> SentMessage:
+        """Show ``content`` in ``sent``; returns where it shows now.
+
+        That is ``sent`` itself, or a new message when ``sent`` can no longer be
+        edited (deleted by someone, or made by a webhook that was deleted).
+        """
+
+        async def once() -> SentMessage:
+            try:
+                await self._edit_once(record, sent, content)
+                return sent
+            except discord.NotFound as exc:
+                if exc.code == UNKNOWN_WEBHOOK:
+                    self._webhooks.forget(self._parent_id(record))
+                elif exc.code != UNKNOWN_MESSAGE:
+                    raise
+                _log.info(
+                    "delivery.reposted",
+                    binding_id=record.binding_id,
+                    message_id=sent.message_id,
+                    code=exc.code,
                 )
-            else:
-                thread = await self.manager.fetch_channel(thread_id)
-                await thread.get_partial_message(int(sent.message_id)).edit(
+                return await self._post(record, persona, content)
+
+        return await self._reliably(record, sent.path, once)
+
+    # -- bot messages (status lines, notices) --------------------------------------
+
+    async def bot_send(self, record: SessionBindingRecord, content: str) -> str:
+        """Post as the bot in the record's thread; returns the message id."""
+        sent = await self._reliably(record, "bot", lambda: self._bot_post(record, content))
+        return sent.message_id
+
+    async def bot_edit(self, record: SessionBindingRecord, message_id: str, content: str) -> str:
+        """Edit a bot message (posted again if it was deleted); returns where it shows."""
+
+        async def once() -> SentMessage:
+            thread = await self._thread_of(record)
+            try:
+                await thread.get_partial_message(int(message_id)).edit(
                     content=content, allowed_mentions=_NO_MENTIONS
                 )
-        except discord.HTTPException as exc:
-            await self._end_if_fatal(record, exc)
-            raise DeliveryError(f"could not edit message {sent.message_id}: {exc.text}") from exc
-        self.bindings.touch(record.binding_id)
+            except discord.NotFound as exc:
+                if exc.code != UNKNOWN_MESSAGE:
+                    raise
+                return await self._bot_post(record, content)
+            return SentMessage(message_id, "bot")
 
-    async def _webhook_send(
+        return (await self._reliably(record, "bot", once)).message_id
+
+    # -- one attempt of each -------------------------------------------------------
+
+    async def _post(
         self, record: SessionBindingRecord, persona: Persona, content: str
-    ) -> discord.WebhookMessage:
+    ) -> SentMessage:
+        """Post under the persona, or as the bot when the webhook cannot be used."""
         parent = self._parent_id(record)
         for attempt in (1, 2):
-            hook = await self._webhooks.get(parent)
             try:
-                return await hook.send(
+                hook = await self._webhooks.get(parent)
+            except DeliveryError as exc:  # no webhook to be had (Manage Webhooks missing)
+                self._webhook_failed(record, exc, None)
+                return await self._bot_post(record, content, persona)
+            try:
+                message = await hook.send(
                     content,
                     username=persona.name,
                     avatar_url=persona.avatar_url or discord.utils.MISSING,
@@ -144,36 +192,133 @@ class ThreadDelivery:
                     allowed_mentions=_NO_MENTIONS,
                     wait=True,
                 )
+                return SentMessage(str(message.id), "webhook")
             except discord.NotFound as exc:
                 if exc.code != UNKNOWN_WEBHOOK or attempt == 2:
                     raise
                 self._webhooks.forget(parent)  # deleted under us: make a new one, once
-        raise AssertionError("unreachable")
+            except discord.Forbidden as exc:  # the webhook refuses: the bot speaks instead
+                self._webhook_failed(record, exc, exc.code)
+                return await self._bot_post(record, content, persona)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
-    async def _bot_send(
-        self, record: SessionBindingRecord, content: str, thread_id: int
+    async def _edit_once(
+        self, record: SessionBindingRecord, sent: SentMessage, content: str
+    ) -> None:
+        if sent.path == "webhook":
+            hook = await self._webhooks.get(self._parent_id(record))
+            await hook.edit_message(
+                int(sent.message_id),
+                content=content,
+                allowed_mentions=_NO_MENTIONS,
+                thread=self._thread(record),
+            )
+        else:
+            thread = await self._thread_of(record)
+            await thread.get_partial_message(int(sent.message_id)).edit(
+                content=content, allowed_mentions=_NO_MENTIONS
+            )
+
+    async def _bot_post(
+        self, record: SessionBindingRecord, content: str, persona: Persona | None = None
     ) -> SentMessage:
-        try:
-            thread = await self.manager.fetch_channel(thread_id)
-            message = await thread.send(content, allowed_mentions=_NO_MENTIONS)
-        except discord.HTTPException as exc:
-            await self._end_if_fatal(record, exc)
-            raise DeliveryError(
-                f"could not post in thread {thread_id} by webhook or as the bot: {exc.text}; "
-                "the binding is kept and the message can be retried"
-            ) from exc
+        """Post as the bot; a persona's words are prefixed with its name, so readers know."""
+        if persona is not None:
+            content = f"**{persona.name}**: {content}"
+        thread = await self._thread_of(record)
+        message = await thread.send(content[:2000], allowed_mentions=_NO_MENTIONS)
         return SentMessage(str(message.id), "bot")
 
-    async def _end_if_fatal(self, record: SessionBindingRecord, exc: discord.HTTPException) -> None:
-        """End the binding when the thread is gone or locked; then nothing more is tried."""
-        reason = {UNKNOWN_CHANNEL: "thread-deleted", THREAD_LOCKED: "thread-archived"}.get(exc.code)
-        if reason is None:
-            return
-        await self.bindings.unbind(record.binding_id, reason=reason)
-        raise DeliveryError(
-            f"thread {record.conversation.conversation_id} is "
-            f"{'gone' if reason == 'thread-deleted' else 'locked'}; its binding has ended"
-        ) from exc
+    # -- retry, repair, give up ----------------------------------------------------
+
+    async def _reliably(
+        self,
+        record: SessionBindingRecord,
+        path: Path,
+        call: Callable[[], Awaitable[SentMessage]],
+    ) -> SentMessage:
+        """Run ``call`` with retries and repairs; DeliveryError once nothing more helps."""
+        try:
+            sent = await retrying(lambda: self._reopening(record, call), clock=self.bindings.clock)
+        except _ThreadLost as lost:
+            await self._give_up(record, path, lost.cause or lost, retryable=False)
+            if self.bindings.get(record.binding_id) is not None:
+                await self.bindings.unbind(record.binding_id, reason=lost.reason)
+            where = "gone" if lost.reason == "thread-deleted" else lost.reason.replace("-", " ")
+            if lost.reason == "thread-archived":
+                where = "locked"
+            raise DeliveryError(
+                f"thread {record.conversation.conversation_id} is {where}; its binding has ended"
+            ) from lost.cause
+        except (discord.HTTPException, TimeoutError, OSError) as exc:
+            await self._give_up(record, path, exc, retryable=False)
+            raise DeliveryError(
+                f"could not post in thread {record.conversation.conversation_id}: "
+                f"{_describe(exc)}; the binding is kept"
+            ) from exc
+        self.bindings.touch(record.binding_id)
+        return sent
+
+    async def _reopening(self, record: SessionBindingRecord, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, reopening an archived thread once; a lost thread raises _ThreadLost."""
+        try:
+            return await call()
+        except discord.HTTPException as exc:
+            _raise_if_lost(exc)
+            if exc.code != THREAD_ARCHIVED:
+                raise
+            archived = exc
+        await self._reopen(record, archived)
+        try:
+            return await call()
+        except discord.HTTPException as exc:
+            _raise_if_lost(exc)
+            if exc.code == THREAD_ARCHIVED:  # archived again at once: locked after all
+                raise _ThreadLost("thread-archived", exc) from exc
+            raise
+
+    async def _reopen(self, record: SessionBindingRecord, archived: discord.HTTPException) -> None:
+        """Unarchive the thread, unless it is locked (then the binding must end)."""
+        thread_id = snowflake(record.conversation.conversation_id)
+        try:
+            thread = await self.manager.client.fetch_channel(thread_id)
+            if not isinstance(thread, discord.Thread) or thread.locked:
+                raise _ThreadLost("thread-archived", archived)
+            await thread.edit(archived=False)
+        except discord.HTTPException as exc:
+            _raise_if_lost(exc)
+            raise _ThreadLost("thread-archived", exc) from exc
+        _log.info("delivery.thread_reopened", binding_id=record.binding_id)
+
+    async def _give_up(
+        self, record: SessionBindingRecord, path: Path, exc: BaseException, *, retryable: bool
+    ) -> None:
+        log_events.delivery_failed(
+            completion_id=None,
+            path=path,
+            destination=record.conversation.conversation_id,
+            binding_id=record.binding_id,
+            error=_describe(exc),
+            code=getattr(exc, "code", None) or None,  # 0: Discord named none
+            retryable=retryable,
+        )
+
+    def _webhook_failed(
+        self, record: SessionBindingRecord, exc: BaseException, code: int | None
+    ) -> None:
+        """The webhook path failed and the bot takes over: counted, never silent."""
+        log_events.delivery_failed(
+            completion_id=None,
+            path="webhook",
+            destination=record.conversation.conversation_id,
+            binding_id=record.binding_id,
+            error=_describe(exc),
+            code=code,
+            retryable=True,
+        )
+
+    async def _thread_of(self, record: SessionBindingRecord) -> Any:
+        return await self.manager.fetch_channel(snowflake(record.conversation.conversation_id))
 
     @staticmethod
     def _parent_id(record: SessionBindingRecord) -> int:
@@ -190,23 +335,35 @@ class ThreadDelivery:
         return discord.Object(snowflake(conversation.conversation_id))
 
 
+def _raise_if_lost(exc: discord.HTTPException) -> None:
+    """Raise _ThreadLost when a Discord error means the binding must end."""
+    if exc.code == UNKNOWN_CHANNEL:
+        raise _ThreadLost("thread-deleted", exc) from exc
+    if exc.code in (MISSING_ACCESS, MISSING_PERMISSIONS):
+        raise _ThreadLost("missing-permissions", exc) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, _ThreadLost):
+        return f"the thread cannot be written to ({exc.reason})"
+    if isinstance(exc, discord.HTTPException):
+        code = f" (code {exc.code})" if exc.code else ""
+        return f"HTTP {exc.status}{code}: {exc.text or type(exc).__name__}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class BotSink:
     """A :class:`~adapters.discord.streaming.MessageSink` posting as the bot (status lines)."""
 
-    def __init__(self, manager: ThreadBindingManager, record: SessionBindingRecord) -> None:
-        self._manager = manager
-        self._thread_id = snowflake(record.conversation.conversation_id)
+    def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord) -> None:
+        self._delivery = delivery
+        self._record = record
 
     async def send(self, content: str) -> str:
-        thread = await self._manager.fetch_channel(self._thread_id)
-        message = await thread.send(content, allowed_mentions=_NO_MENTIONS)
-        return str(message.id)
+        return await self._delivery.bot_send(self._record, content)
 
-    async def edit(self, message_id: str, content: str) -> None:
-        thread = await self._manager.fetch_channel(self._thread_id)
-        await thread.get_partial_message(int(message_id)).edit(
-            content=content, allowed_mentions=_NO_MENTIONS
-        )
+    async def edit(self, message_id: str, content: str) -> str:
+        return await self._delivery.bot_edit(self._record, message_id, content)
 
 
 class StatusSink:
@@ -215,38 +372,37 @@ class StatusSink:
     An agent rebuilt after eviction or a restart, or a new agent after a
     handoff, gets a new presenter; without this each would post its own
     "Status:" message. The line's message id lives in the binding's metadata
-    (``status_message_id``): a new presenter edits that message, and posts a
-    new one only if it was deleted.
+    (``status_message_id``): a new presenter edits that message (posted again
+    if someone deleted it).
     """
 
-    def __init__(
-        self,
-        manager: ThreadBindingManager,
-        bindings: SessionBindingService,
-        record: SessionBindingRecord,
-    ) -> None:
-        self._bot = BotSink(manager, record)
-        self._bindings = bindings
+    def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord) -> None:
+        self._bot = BotSink(delivery, record)
+        self._bindings = delivery.bindings
         self._binding_id = record.binding_id
 
     async def send(self, content: str) -> str:
         current = self._bindings.get(self._binding_id)
         known = current.metadata.get(STATUS_MESSAGE_KEY) if current else None
-        if known:
-            try:
-                await self._bot.edit(str(known), content)
-                return str(known)
-            except discord.NotFound:
-                pass  # deleted by someone: a new line below
-        message_id = await self._bot.send(content)
-        if current is not None and current.status == "active":
+        message_id = await (
+            self._bot.edit(str(known), content) if known else self._bot.send(content)
+        )
+        await self._remember(message_id)
+        return message_id
+
+    async def edit(self, message_id: str, content: str) -> str:
+        shown = await self._bot.edit(message_id, content)
+        if shown != message_id:
+            await self._remember(shown)
+        return shown
+
+    async def _remember(self, message_id: str) -> None:
+        current = self._bindings.get(self._binding_id)
+        stale = current is not None and current.metadata.get(STATUS_MESSAGE_KEY) != message_id
+        if stale and current is not None and current.status == "active":
             await self._bindings.update_metadata(
                 self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
             )
-        return message_id
-
-    async def edit(self, message_id: str, content: str) -> None:
-        await self._bot.edit(message_id, content)
 
 
 class ThreadSink:
@@ -263,5 +419,9 @@ class ThreadSink:
         self._sent[sent.message_id] = sent
         return sent.message_id
 
-    async def edit(self, message_id: str, content: str) -> None:
-        await self._delivery.edit(self._record, self._sent[message_id], content)
+    async def edit(self, message_id: str, content: str) -> str:
+        shown = await self._delivery.edit(
+            self._record, self._sent[message_id], self._persona, content
+        )
+        self._sent[shown.message_id] = shown
+        return shown.message_id

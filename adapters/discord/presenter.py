@@ -12,6 +12,7 @@ raised into the agent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -33,10 +34,10 @@ from core.agent.events import (
 from core.bindings.records import SessionBindingRecord
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
-from core.logging import get_logger
+from core.logging import get_logger, redact_text
 from core.sessions.tree import SessionSnapshot
 
-__all__ = ["ThreadPresenter", "status_text"]
+__all__ = ["ThreadPresenter", "failure_notice", "status_text"]
 
 _log = get_logger("adapters.discord")
 
@@ -49,9 +50,15 @@ _STATUS_EVENTS = (
 )
 
 
-def status_text(snapshot: SessionSnapshot) -> str:
-    """The thread's status line: running or idle, and what is queued."""
-    state = "⏳ running" if snapshot.running else "✅ idle"
+NOTICE_LIMIT = 300
+
+
+def status_text(snapshot: SessionSnapshot, *, failed: bool = False) -> str:
+    """The thread's status line: running, idle or failed, and what is queued."""
+    if snapshot.running:
+        state = "⏳ running"
+    else:
+        state = "⚠️ last turn failed; send a message to retry" if failed else "✅ idle"
     parts = [state]
     if snapshot.steering_queue:
         parts.append(f"{len(snapshot.steering_queue)} steer pending")
@@ -59,6 +66,22 @@ def status_text(snapshot: SessionSnapshot) -> str:
         count = len(snapshot.follow_up_queue)
         parts.append(f"{count} follow-up{'s' if count != 1 else ''} queued")
     return "Status: " + " · ".join(parts)
+
+
+def failure_notice(event: AgentErrorEvent) -> str:
+    """What the thread reads when a turn fails: what failed and that a message retries.
+
+    A model's error says what the provider answered (one line, redacted, short);
+    an error of the bot itself is only named, its details stay in the logs.
+    """
+    if event.internal:
+        what = "something went wrong inside the bot (the details are in its logs)"
+    else:
+        reason = " ".join(redact_text(event.message).split()) or "no reason given"
+        if len(reason) > NOTICE_LIMIT:
+            reason = reason[: NOTICE_LIMIT - 1] + "…"
+        what = f"the model could not answer: {reason}"
+    return f"⚠️ This turn failed: {what}. Your next message starts a new turn."
 
 
 class ThreadPresenter:
@@ -83,6 +106,7 @@ class ThreadPresenter:
         self._unsubscribe: Callable[[], None] | None = None
         self._agent: Agent | None = None
         self._status: StreamingMessage | None = None
+        self._failed = False
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
@@ -99,6 +123,8 @@ class ThreadPresenter:
             self._then(status.close())
 
     def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, TurnStarted):
+            self._failed = False
         turn_over = isinstance(event, TurnEnded | TurnCancelled)
         if isinstance(event, _STATUS_EVENTS) and not turn_over:
             self._show_status()
@@ -117,8 +143,10 @@ class ThreadPresenter:
             if turn_over:  # "idle" only once the turn's last words have landed
                 self._then(self._status_now())
         elif isinstance(event, AgentErrorEvent):
+            self._failed = True
             self._close_stream()
-            self._then(self._notice(f"⚠️ {event.message}"))
+            self._then(self._notice(failure_notice(event)))
+            self._then(self._status_now())  # a crash ends the turn without TurnEnded
 
     async def drain(self) -> None:
         """Wait until everything shown so far has reached Discord."""
@@ -136,11 +164,11 @@ class ThreadPresenter:
             return
         if self._status is None:
             self._status = StreamingMessage(
-                StatusSink(self._delivery.manager, self._delivery.bindings, self._record),
+                StatusSink(self._delivery, self._record),
                 clock=self._clock,
                 min_interval=self._interval,
             )
-        self._status.replace(status_text(self._agent.snapshot()))
+        self._status.replace(status_text(self._agent.snapshot(), failed=self._failed))
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
@@ -154,12 +182,8 @@ class ThreadPresenter:
         async def run() -> None:
             if previous is not None:
                 await asyncio.gather(previous, return_exceptions=True)
-            try:
+            with contextlib.suppress(DeliveryError):  # logged as delivery.failed already
                 await work
-            except DeliveryError as exc:
-                _log.warning(
-                    "delivery.failed_in_thread", binding_id=self._record.binding_id, error=str(exc)
-                )
 
         self._chain = asyncio.ensure_future(run())
 

@@ -6,6 +6,11 @@ the text in between is coalesced. Output longer than one message continues in
 new messages (split by :func:`split_message`). ``close()`` always lands the
 final text, waiting out the interval if it must: the last edit is never
 dropped to respect the limit.
+
+The sink retries and repairs what Discord gets wrong; what it still cannot
+deliver ends the stream with its :class:`~core.errors.DeliveryError` kept in
+:attr:`StreamingMessage.failure` (the sink has logged it). ``close()`` never
+raises: the caller's turn is over either way.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Protocol
 
 from adapters.discord.text import MESSAGE_LIMIT, split_message
 from core.clock import Clock, SystemClock
+from core.errors import DeliveryError
 
 __all__ = ["MessageSink", "StreamingMessage"]
 
@@ -27,7 +33,10 @@ class MessageSink(Protocol):
         """Post a new message; returns its id."""
         ...
 
-    async def edit(self, message_id: str, content: str) -> None: ...
+    async def edit(self, message_id: str, content: str) -> str:
+        """Show ``content`` in the message; returns the id of the message that shows it
+        (a new one when the old could no longer be edited)."""
+        ...
 
 
 class StreamingMessage:
@@ -53,6 +62,8 @@ class StreamingMessage:
         self._synced = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self.failure: DeliveryError | None = None
+        """Why the stream stopped short, if it did."""
 
     @property
     def message_ids(self) -> list[str]:
@@ -67,39 +78,52 @@ class StreamingMessage:
         if self._closed:
             raise RuntimeError("the streamed message is closed")
         self._text += delta
-        self._wake.set()
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._ensure_running()
 
     def replace(self, text: str) -> None:
         """Show ``text`` instead of what was there (a status line), with the same throttling."""
         if self._closed:
             raise RuntimeError("the streamed message is closed")
         self._text = text
-        self._wake.set()
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._ensure_running()
 
     async def flush(self) -> None:
         """Wait until what is shown matches the current text (the message stays open)."""
         while not self._in_sync() and self._task is not None and not self._task.done():
+            if self.failure is not None:
+                return
             self._synced.clear()
             await self._synced.wait()
 
     async def close(self) -> list[str]:
         """Land the final text (waiting out the interval if needed); returns the message ids."""
         self._closed = True
-        self._wake.set()
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._ensure_running()
+        assert self._task is not None
         await self._task
         return self.message_ids
+
+    def _ensure_running(self) -> None:
+        """Wake the task that shows the text, starting it again if a failure ended it.
+
+        A failure ends one round only: new text, and above all the final text
+        at ``close()``, gets its own bounded round of retries.
+        """
+        self._wake.set()
+        if self._task is None or (self._task.done() and not self._in_sync()):
+            self.failure = None
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await self._sync()
+            try:
+                await self._sync()
+            except DeliveryError as exc:
+                self.failure = exc
+                self._synced.set()
+                return
             if self._in_sync():
                 self._synced.set()
             if self._closed and self._in_sync():
@@ -127,7 +151,7 @@ class StreamingMessage:
                 due = self._last_edit[index] + self._interval
                 now = self._clock.now()
                 if due <= now:
-                    await self._sink.edit(self._ids[index], part)
+                    self._ids[index] = await self._sink.edit(self._ids[index], part)
                     self._shown[index] = part
                     self._last_edit[index] = self._clock.now()
                 else:

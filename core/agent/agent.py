@@ -278,7 +278,9 @@ class Agent:
         if self._task is task:
             self._mark_idle()
         _log.error("agent.crashed", session_key=self.session_key, exc_info=exc)
-        self.emit(AgentErrorEvent(self.session_key, self.tree.running_turn_id, str(exc)))
+        self.emit(
+            AgentErrorEvent(self.session_key, self.tree.running_turn_id, str(exc), internal=True)
+        )
         if self._on_crash is not None:
             self._on_crash(self, exc)
 

@@ -102,9 +102,13 @@ class TurnCancelled:
 
 @dataclass(frozen=True, slots=True)
 class AgentErrorEvent:
+    """A turn failed: the model (``internal`` False: its message may be shown to users),
+    or the bot itself (``internal`` True: the message is for the logs only)."""
+
     session_key: str
     turn_id: str | None
     message: str
+    internal: bool = False
 
 
 AgentEvent = (

@@ -21,8 +21,9 @@ class RecordingSink:
         self.sent.append((message_id, content))
         return message_id
 
-    async def edit(self, message_id: str, content: str) -> None:
+    async def edit(self, message_id: str, content: str) -> str:
         self.edits.append((message_id, content, self.clock.now()))
+        return message_id
 
 
 async def settle() -> None:
