@@ -46,7 +46,11 @@ class ThreadboundClient(discord.Client):
         min_edit_interval: float = 1.0,
         client_intents: discord.Intents | None = None,
     ) -> None:
-        super().__init__(intents=client_intents or intents())
+        # The default of every send, edit, interaction answer and webhook message made
+        # through this client: user and model text echoed by the bot never pings anyone.
+        super().__init__(
+            intents=client_intents or intents(), allowed_mentions=discord.AllowedMentions.none()
+        )
         self.account_id = account_id
         self.services = services
         self.tree = app_commands.CommandTree(self)

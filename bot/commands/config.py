@@ -8,29 +8,14 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from core.bindings.records import SessionBindingRecord
+from bot.commands.permissions import is_admin, may_manage
 from core.config import RUNTIME_SOURCE, overridable_paths
 from core.errors import ConfigError
 
+# is_admin and may_manage live in bot.commands.permissions; re-exported for older importers.
 __all__ = ["ADMINS_ONLY", "config_group", "is_admin", "may_manage"]
 
 ADMINS_ONLY = "Only server administrators can use this command."
-
-
-def is_admin(interaction: discord.Interaction) -> bool:
-    """The bot-side check: the invoking member has Administrator in this server.
-
-    Discord's default permission only hides a command, and a server owner can
-    change it, so every admin-only handler checks this again at run time.
-    """
-    user = interaction.user
-    return isinstance(user, discord.Member) and user.guild_permissions.administrator
-
-
-def may_manage(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
-    """Whether the user may manage a bound thread: who bound it, or a server administrator."""
-    owner = record.bound_by is not None and str(interaction.user.id) == record.bound_by
-    return owner or is_admin(interaction)
 
 
 def _show(value: Any) -> str:

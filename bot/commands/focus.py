@@ -1,4 +1,10 @@
-"""``/focus``, ``/unfocus``, ``/session idle|max-age|mode``: bind a thread and manage it."""
+"""``/focus``, ``/unfocus``, ``/session idle|max-age|mode``: bind a thread and manage it.
+
+All of them are for the session's owners or an administrator
+(:mod:`bot.commands.permissions`). ``/focus`` too: a thread bound to a session
+shows its conversation and can export it, so binding someone else's session
+would hand it over.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +16,14 @@ from discord import app_commands
 
 from adapters.discord.ids import conversation_for
 from bot.account import DEFAULT_PERSONA, AccountRuntime, persona_of
-from bot.commands.config import may_manage
-from bot.commands.steering import NOT_BOUND, binding_here
-from core.bindings.records import SessionBindingRecord
+from bot.commands.permissions import NOT_OWNER, may_change
+from bot.commands.steering import binding_for
 from core.canary import parse_duration
 from core.errors import ConversationAlreadyBound, ThreadboundError
 
-__all__ = ["focus_commands", "parse_window"]
+__all__ = ["NOT_OWNER", "focus_commands", "parse_window"]
 
 NOT_A_THREAD = "Use /focus inside the thread you want the session to speak in."
-NOT_OWNER = "Only the user who bound this thread, or a server administrator, can do that."
 
 
 def parse_window(text: str) -> int:
@@ -44,17 +48,6 @@ def _show_window(ms: int) -> str:
 
 def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_commands.Group]:
     services = account.services
-
-    async def managed_binding(interaction: discord.Interaction) -> SessionBindingRecord | None:
-        """This thread's binding, if the user may manage it; otherwise say why and None."""
-        record = binding_here(account, interaction.channel)
-        if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
-            return None
-        if not may_manage(interaction, record):
-            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
-            return None
-        return record
 
     async def resolve_target(target: str) -> str | None:
         """A session key as given, or the session of a live binding whose persona is ``target``."""
@@ -82,6 +75,9 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
                 f"No session {target!r}; use a session key from /agents list.", ephemeral=True
             )
             return
+        if not await may_change(interaction, services, session_key):
+            await interaction.response.send_message(NOT_OWNER, ephemeral=True)
+            return
         earlier = services.bindings.list_by_session(session_key)
         persona = persona_of(earlier[0]) if earlier else DEFAULT_PERSONA
         await interaction.response.defer(thinking=True)
@@ -106,7 +102,7 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     @app_commands.command(name="unfocus", description="Unbind this thread from its session.")
     @app_commands.guild_only()
     async def unfocus(interaction: discord.Interaction) -> None:
-        record = await managed_binding(interaction)
+        record = await binding_for(account, interaction, changes=True)
         if record is None:
             return
         await interaction.response.defer(thinking=True)
@@ -118,7 +114,7 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     )
 
     async def change_window(interaction: discord.Interaction, which: str, duration: str) -> None:
-        record = await managed_binding(interaction)
+        record = await binding_for(account, interaction, changes=True)
         if record is None:
             return
         try:
@@ -156,7 +152,7 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
     async def mode(
         interaction: discord.Interaction, default: Literal["steer", "follow_up"]
     ) -> None:
-        record = await managed_binding(interaction)
+        record = await binding_for(account, interaction, changes=True)
         if record is None:
             return
         try:

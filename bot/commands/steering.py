@@ -1,4 +1,9 @@
-"""``/steer``, ``/followup`` and ``/cancel`` inside a bound thread."""
+"""``/steer``, ``/followup`` and ``/cancel`` inside a bound thread.
+
+All three change the session, so only its owners or an administrator may use
+them (:mod:`bot.commands.permissions`). Plain messages typed in the thread stay
+open to everyone: a thread is a conversation.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,10 @@ from discord import app_commands
 
 from adapters.discord.ids import conversation_of
 from bot.account import AccountRuntime
+from bot.commands.permissions import NOT_OWNER, may_change
 from core.bindings.records import SessionBindingRecord
 
-__all__ = ["NOT_BOUND", "binding_here", "steering_commands"]
+__all__ = ["NOT_BOUND", "binding_for", "binding_here", "steering_commands"]
 
 NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
 
@@ -22,11 +28,28 @@ def binding_here(account: AccountRuntime, channel: object) -> SessionBindingReco
     )
 
 
+async def binding_for(
+    account: AccountRuntime, interaction: discord.Interaction, *, changes: bool
+) -> SessionBindingRecord | None:
+    """This channel's binding; otherwise an ephemeral answer saying why, and None.
+
+    ``changes``: the command changes the session, so a user who is not one of
+    its owners (nor an administrator) is refused before anything happens.
+    """
+    record = binding_here(account, interaction.channel)
+    if record is None:
+        await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+        return None
+    if changes and not await may_change(interaction, account.services, record.target_session_key):
+        await interaction.response.send_message(NOT_OWNER, ephemeral=True)
+        return None
+    return record
+
+
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
     async def deliver(interaction: discord.Interaction, message: str, mode: str) -> None:
-        record = binding_here(account, interaction.channel)
+        record = await binding_for(account, interaction, changes=True)
         if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
         agent = await account.services.runtime.get(record.target_session_key)
         account.present(record, agent)
@@ -48,9 +71,8 @@ def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
 
     @app_commands.command(name="cancel", description="Stop the running turn and drop the queue.")
     async def cancel(interaction: discord.Interaction) -> None:
-        record = binding_here(account, interaction.channel)
+        record = await binding_for(account, interaction, changes=True)
         if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
         agent = account.services.runtime.peek(record.target_session_key)
         dropped = await agent.cancel() if agent is not None else []

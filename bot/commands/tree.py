@@ -5,6 +5,10 @@ Each handler resolves the thread's binding, loads its agent and calls one
 are shown as 8-character prefixes; a command accepts a full id, a bookmark
 label or a unique prefix of a conversation node's id (resolved here, not in
 core, because prefixes are a display convenience of this view).
+
+``/rewind`` and ``/bookmark`` change the session, so only its owners or an
+administrator may use them; ``/tree`` and ``/export`` only read it and are open
+to everyone in the thread, who sees the conversation anyway.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.commands.steering import NOT_BOUND, binding_here
+from bot.commands.steering import binding_for
 from core.agent.agent import Agent
 from core.errors import SessionError
 from core.sessions.events import SessionEvent
@@ -31,7 +35,6 @@ SHORT_ID: Final = 8
 
 _LIMIT: Final = 2000
 _SUMMARY: Final = 60
-_QUIET = discord.AllowedMentions.none()  # user and model text never pings
 
 
 def resolve_ref(tree: SessionTree, ref: str, /) -> str:
@@ -148,33 +151,29 @@ def _export_name(session_key: str) -> str:
 
 
 def tree_commands(account: AccountRuntime) -> list[app_commands.Command]:
-    async def bound_agent(interaction: discord.Interaction) -> Agent | None:
-        record = binding_here(account, interaction.channel)
+    async def bound_agent(interaction: discord.Interaction, *, changes: bool) -> Agent | None:
+        """The agent of this thread's session, or None once the user was told why not."""
+        record = await binding_for(account, interaction, changes=changes)
         if record is None:
-            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return None
         return await account.services.runtime.get(record.target_session_key)
 
     async def refuse(interaction: discord.Interaction, exc: SessionError) -> None:
-        await interaction.response.send_message(
-            str(exc)[:_LIMIT], ephemeral=True, allowed_mentions=_QUIET
-        )
+        await interaction.response.send_message(str(exc)[:_LIMIT], ephemeral=True)
 
     @app_commands.command(name="tree", description="Show this session's conversation tree.")
     async def tree(interaction: discord.Interaction) -> None:
-        agent = await bound_agent(interaction)
+        agent = await bound_agent(interaction, changes=False)
         if agent is None:
             return
-        await interaction.response.send_message(
-            render_tree(agent.tree), ephemeral=True, allowed_mentions=_QUIET
-        )
+        await interaction.response.send_message(render_tree(agent.tree), ephemeral=True)
 
     @app_commands.command(
         name="rewind", description="Continue the conversation from an earlier node."
     )
     @app_commands.describe(node="A node id (or its first characters) or a bookmark label.")
     async def rewind(interaction: discord.Interaction, node: str) -> None:
-        agent = await bound_agent(interaction)
+        agent = await bound_agent(interaction, changes=True)
         if agent is None:
             return
         if agent.running:
@@ -201,7 +200,7 @@ def tree_commands(account: AccountRuntime) -> list[app_commands.Command]:
             if len(quoted) > room:
                 quoted = quoted[: room - 1] + "…"
             text = f"{intro}```\n{quoted}\n```"
-        await interaction.response.send_message(text, allowed_mentions=_QUIET)
+        await interaction.response.send_message(text)
 
     @app_commands.command(name="bookmark", description="Label a node so /rewind can find it.")
     @app_commands.describe(
@@ -209,7 +208,7 @@ def tree_commands(account: AccountRuntime) -> list[app_commands.Command]:
         label="The bookmark's name; a label already in use moves here.",
     )
     async def bookmark(interaction: discord.Interaction, node: str, label: str) -> None:
-        agent = await bound_agent(interaction)
+        agent = await bound_agent(interaction, changes=True)
         if agent is None:
             return
         try:
@@ -219,12 +218,12 @@ def tree_commands(account: AccountRuntime) -> list[app_commands.Command]:
             await refuse(interaction, exc)
             return
         await interaction.response.send_message(
-            f"Bookmarked `{node_id[:SHORT_ID]}` as {label.strip()!r}.", allowed_mentions=_QUIET
+            f"Bookmarked `{node_id[:SHORT_ID]}` as {label.strip()!r}."
         )
 
     @app_commands.command(name="export", description="Download this session's tree as HTML.")
     async def export(interaction: discord.Interaction) -> None:
-        agent = await bound_agent(interaction)
+        agent = await bound_agent(interaction, changes=False)
         if agent is None:
             return
         data = export_html(agent.tree).encode()
