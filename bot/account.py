@@ -15,7 +15,14 @@ from typing import Any
 import discord
 
 from adapters.discord.completions import DiscordCompletionSink
-from adapters.discord.delivery import DEFAULT_PERSONA, Persona, ThreadDelivery, persona_of
+from adapters.discord.delivery import (
+    DEFAULT_PERSONA,
+    THREAD_DELETED,
+    Persona,
+    ThreadDelivery,
+    persona_of,
+)
+from adapters.discord.ids import conversation_for
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
 from adapters.discord.webhooks import WebhookPool
@@ -42,7 +49,7 @@ class AccountRuntime:
         self.services = services
         self.manager: ThreadBindingManager = managers.get_or_create(account_id, client)
         services.adapters.register(self.manager, replace=True)
-        self.webhooks = WebhookPool(self.manager)
+        self.webhooks = WebhookPool(self.manager, clock=services.bindings.clock)
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self._presenters: dict[str, tuple[Agent, Persona, ThreadPresenter]] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -65,6 +72,17 @@ class AccountRuntime:
                 continue
             if conversation.account_id == self.account_id:
                 self.present(binding, agent)
+
+    async def thread_deleted(self, thread_id: int, parent_id: int | None = None) -> None:
+        """Discord deleted a thread: its binding here ends ``thread-deleted``, without farewell.
+
+        A send into it would find out and end it the same way, but an idle
+        session sends nothing: its binding would stay live on a thread that is gone.
+        """
+        ref = conversation_for(self.account_id, thread_id, parent_id)
+        record = self.services.bindings.resolve_by_conversation(ref)
+        if record is not None:
+            await self.delivery.end_binding(record, THREAD_DELETED)
 
     def _binding_ended(self, record: SessionBindingRecord) -> None:
         """An ended binding's thread shows its agent no more (the agent may live on elsewhere)."""

@@ -110,6 +110,10 @@ class ThreadboundClient(discord.Client):
         except discord.HTTPException:
             _log.warning("bot.reaction_failed", binding_id=result.binding.binding_id)
 
+    async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
+        """A deleted thread's binding ends now, not at the next send (never, if idle)."""
+        await self.account.thread_deleted(payload.thread_id, payload.parent_id)
+
     def _from_a_person(self, message: discord.Message) -> bool:
         """Our own messages, webhook echoes and (unless allowed) other bots are ignored."""
         if self.user is not None and message.author.id == self.user.id:

@@ -55,6 +55,11 @@ ResolutionReason = Literal[
 
 _log = get_logger("core.routing")
 
+_UNBOUND_REASONS: frozenset[ResolutionReason] = frozenset(
+    {"missing-target-session", "no-active-binding"}
+)
+"""Fallback reasons given only when the session has no live binding at all."""
+
 
 class BindingLookup(Protocol):
     """The one read the router needs from a binding service."""
@@ -73,6 +78,16 @@ class DeliveryResolution(NamedTuple):
     binding: SessionBindingRecord | None
     mode: DeliveryMode
     reason: ResolutionReason
+
+    @property
+    def session_bound(self) -> bool:
+        """Whether the session still has a live binding, even one this delivery may not use.
+
+        A fallback for want of a matching requester leaves the session bound
+        elsewhere; one for want of any live binding does not. What the fallback
+        says about the session's thread must follow this, not the spawn mode.
+        """
+        return self.binding is not None or self.reason not in _UNBOUND_REASONS
 
 
 class BoundDeliveryRouter:

@@ -1,8 +1,9 @@
 """Posting completion announcements in Discord: the :class:`CompletionSink` of one account.
 
-A bound announcement goes into the subagent's thread under its persona,
-after whatever the thread's presenter is still sending (``before_post``), so
-the header never overtakes the answer it announces. A fallback goes to the
+A bound announcement goes into the subagent's thread under its persona (or
+as the bot, in the same thread, when no webhook can be had), after whatever
+the thread's presenter is still sending (``before_post``), so the header
+never overtakes the answer it announces. A fallback goes to the
 requester's channel as the bot itself. Mentions are always disabled.
 """
 
@@ -45,7 +46,8 @@ class DiscordCompletionSink:
     async def post_bound(self, binding: SessionBindingRecord, content: str) -> Posted:
         if self._before_post is not None:
             await self._before_post(binding)
-        sent = await self._delivery.send(binding, persona_of(binding), content)
+        # The header names the persona: posted by the bot, it needs no name before it.
+        sent = await self._delivery.send(binding, persona_of(binding), content, signed=True)
         return Posted(sent.message_id, sent.path)
 
     async def post_to(self, conversation: ConversationRef, content: str) -> Posted:

@@ -4,7 +4,11 @@ A persona message goes through the parent channel's webhook with the agent's
 name and avatar, ``thread_id`` set, and mentions disabled (model output must
 never ping anyone). When the webhook cannot be had or refuses (no Manage
 Webhooks permission, say), the bot itself posts into the SAME thread: a bound
-destination is never silently swapped for the parent channel.
+destination is never silently swapped for the parent channel. The bot then
+writes the persona's name in bold before its words (``**Scout**: ...``), so
+readers still know who speaks; a channel that refused a webhook is warned
+about once (:class:`~adapters.discord.webhooks.WebhookUnavailable`), not once
+per message.
 
 Every call is retried while its failure passes (:mod:`adapters.discord.retry`:
 rate limits with or without ``Via``, 5xx, timeouts, resets), and repaired where
@@ -27,6 +31,7 @@ so a thread the agent is busy writing in is never swept as idle.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -36,7 +41,8 @@ import discord
 from adapters.discord.ids import snowflake
 from adapters.discord.manager import ThreadBindingManager
 from adapters.discord.retry import retrying
-from adapters.discord.webhooks import WebhookPool
+from adapters.discord.text import MESSAGE_LIMIT
+from adapters.discord.webhooks import WebhookPool, WebhookUnavailable
 from core import log_events
 from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
@@ -46,6 +52,7 @@ from core.logging import get_logger
 __all__ = [
     "DEFAULT_PERSONA",
     "STATUS_MESSAGE_KEY",
+    "THREAD_DELETED",
     "BotSink",
     "Persona",
     "SentMessage",
@@ -53,6 +60,7 @@ __all__ = [
     "ThreadDelivery",
     "ThreadSink",
     "persona_of",
+    "spoken_by",
 ]
 
 _log = get_logger("adapters.discord")
@@ -63,6 +71,9 @@ UNKNOWN_CHANNEL, UNKNOWN_MESSAGE, UNKNOWN_WEBHOOK = 10003, 10008, 10015
 MISSING_ACCESS, MISSING_PERMISSIONS, THREAD_ARCHIVED = 50001, 50013, 50083
 
 Path = Literal["webhook", "bot"]
+
+THREAD_DELETED = "thread-deleted"
+"""The end reason of a binding whose thread is gone (no farewell: nowhere to say it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +91,22 @@ def persona_of(record: SessionBindingRecord) -> Persona:
     """The persona a binding was made with (name and avatar in its metadata)."""
     data = record.metadata.get("persona") or {}
     return Persona(name=data.get("name") or DEFAULT_PERSONA.name, avatar_url=data.get("avatar_url"))
+
+
+def _name_tag(persona: Persona) -> str:
+    return f"**{persona.name}**: "
+
+
+def spoken_by(persona: Persona | None, content: str) -> str:
+    """What the bot posts for ``persona``: its words after its name in bold.
+
+    Without the webhook the message shows the bot as its author; the name keeps
+    the speaker clear. Words that leave no room for the name go alone rather
+    than cut: a streamed answer keeps room for it (:meth:`ThreadSink.limit`).
+    """
+    if persona is None or len(_name_tag(persona)) + len(content) > MESSAGE_LIMIT:
+        return content
+    return _name_tag(persona) + content
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +136,41 @@ class ThreadDelivery:
         self.manager = manager
         self._webhooks = webhooks
         self.bindings = bindings
+        self._ending: dict[str, asyncio.Future[Any]] = {}
+        """Ends in flight, by binding id: a second caller waits for the first."""
 
     # -- persona messages ----------------------------------------------------------
 
     async def send(
-        self, record: SessionBindingRecord, persona: Persona, content: str
+        self, record: SessionBindingRecord, persona: Persona, content: str, *, signed: bool = False
     ) -> SentMessage:
-        """Post ``content`` in the record's thread; raises DeliveryError if nothing got there."""
-        return await self._reliably(record, "webhook", lambda: self._post(record, persona, content))
+        """Post ``content`` in the record's thread; raises DeliveryError if nothing got there.
+
+        ``signed``: the content already names who speaks (an announcement's
+        header), so the bot, if it posts instead of the webhook, adds no name;
+        the text stays exactly what a restart looks for to avoid a second post.
+        """
+        return await self._reliably(
+            record, "webhook", lambda: self._post(record, persona, content, signed=signed)
+        )
+
+    async def end_binding(self, record: SessionBindingRecord, reason: str) -> None:
+        """End the binding of a thread that can no longer be written to (gone, locked).
+
+        One way for every caller (a failed send, the gateway's thread deletion),
+        so the reason, and with it the farewell or its absence, is always the same;
+        and whoever comes second (a send failing while the deletion is being
+        recorded) returns only once the binding has ended, never while it ends.
+        """
+        binding_id = record.binding_id
+        ending = self._ending.get(binding_id)
+        if ending is None:
+            if self.bindings.get(binding_id) is None:
+                return
+            ending = asyncio.ensure_future(self.bindings.unbind(binding_id, reason=reason))
+            self._ending[binding_id] = ending
+            ending.add_done_callback(lambda _: self._ending.pop(binding_id, None))
+        await asyncio.shield(ending)
 
     async def edit(
         self, record: SessionBindingRecord, sent: SentMessage, persona: Persona, content: str
@@ -129,7 +183,7 @@ class ThreadDelivery:
 
         async def once() -> SentMessage:
             try:
-                await self._edit_once(record, sent, content)
+                await self._edit_once(record, sent, persona, content)
                 return sent
             except discord.NotFound as exc:
                 if exc.code == UNKNOWN_WEBHOOK:
@@ -173,16 +227,18 @@ class ThreadDelivery:
     # -- one attempt of each -------------------------------------------------------
 
     async def _post(
-        self, record: SessionBindingRecord, persona: Persona, content: str
+        self, record: SessionBindingRecord, persona: Persona, content: str, *, signed: bool = False
     ) -> SentMessage:
         """Post under the persona, or as the bot when the webhook cannot be used."""
         parent = self._parent_id(record)
+        speaker = None if signed else persona
         for attempt in (1, 2):
             try:
                 hook = await self._webhooks.get(parent)
-            except DeliveryError as exc:  # no webhook to be had (Manage Webhooks missing)
-                self._webhook_failed(record, exc, None)
-                return await self._bot_post(record, content, persona)
+            except WebhookUnavailable as exc:  # no webhook to be had (Manage Webhooks missing)
+                if not exc.repeated:
+                    self._webhook_failed(record, exc, exc.code)
+                return await self._bot_post(record, content, speaker)
             try:
                 message = await hook.send(
                     content,
@@ -199,11 +255,11 @@ class ThreadDelivery:
                 self._webhooks.forget(parent)  # deleted under us: make a new one, once
             except discord.Forbidden as exc:  # the webhook refuses: the bot speaks instead
                 self._webhook_failed(record, exc, exc.code)
-                return await self._bot_post(record, content, persona)
+                return await self._bot_post(record, content, speaker)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _edit_once(
-        self, record: SessionBindingRecord, sent: SentMessage, content: str
+        self, record: SessionBindingRecord, sent: SentMessage, persona: Persona, content: str
     ) -> None:
         if sent.path == "webhook":
             hook = await self._webhooks.get(self._parent_id(record))
@@ -213,20 +269,18 @@ class ThreadDelivery:
                 allowed_mentions=_NO_MENTIONS,
                 thread=self._thread(record),
             )
-        else:
+        else:  # the bot posted it for the persona: it keeps the persona's name
             thread = await self._thread_of(record)
             await thread.get_partial_message(int(sent.message_id)).edit(
-                content=content, allowed_mentions=_NO_MENTIONS
+                content=spoken_by(persona, content), allowed_mentions=_NO_MENTIONS
             )
 
     async def _bot_post(
         self, record: SessionBindingRecord, content: str, persona: Persona | None = None
     ) -> SentMessage:
         """Post as the bot; a persona's words are prefixed with its name, so readers know."""
-        if persona is not None:
-            content = f"**{persona.name}**: {content}"
         thread = await self._thread_of(record)
-        message = await thread.send(content[:2000], allowed_mentions=_NO_MENTIONS)
+        message = await thread.send(spoken_by(persona, content), allowed_mentions=_NO_MENTIONS)
         return SentMessage(str(message.id), "bot")
 
     # -- retry, repair, give up ----------------------------------------------------
@@ -242,9 +296,8 @@ class ThreadDelivery:
             sent = await retrying(lambda: self._reopening(record, call), clock=self.bindings.clock)
         except _ThreadLost as lost:
             await self._give_up(record, path, lost.cause or lost, retryable=False)
-            if self.bindings.get(record.binding_id) is not None:
-                await self.bindings.unbind(record.binding_id, reason=lost.reason)
-            where = "gone" if lost.reason == "thread-deleted" else lost.reason.replace("-", " ")
+            await self.end_binding(record, lost.reason)
+            where = "gone" if lost.reason == THREAD_DELETED else lost.reason.replace("-", " ")
             if lost.reason == "thread-archived":
                 where = "locked"
             raise DeliveryError(
@@ -338,7 +391,7 @@ class ThreadDelivery:
 def _raise_if_lost(exc: discord.HTTPException) -> None:
     """Raise _ThreadLost when a Discord error means the binding must end."""
     if exc.code == UNKNOWN_CHANNEL:
-        raise _ThreadLost("thread-deleted", exc) from exc
+        raise _ThreadLost(THREAD_DELETED, exc) from exc
     if exc.code in (MISSING_ACCESS, MISSING_PERMISSIONS):
         raise _ThreadLost("missing-permissions", exc) from exc
 
@@ -413,15 +466,25 @@ class ThreadSink:
         self._record = record
         self._persona = persona
         self._sent: dict[str, SentMessage] = {}
+        self._by_bot = False
+
+    def limit(self) -> int:
+        """The longest part to send: room for the persona's name once the bot speaks for it.
+
+        Only ever lowers (a streamed message must not be re-split into fewer parts).
+        """
+        if not self._by_bot:
+            return MESSAGE_LIMIT
+        return MESSAGE_LIMIT - len(_name_tag(self._persona))
 
     async def send(self, content: str) -> str:
-        sent = await self._delivery.send(self._record, self._persona, content)
-        self._sent[sent.message_id] = sent
-        return sent.message_id
+        return self._keep(await self._delivery.send(self._record, self._persona, content))
 
     async def edit(self, message_id: str, content: str) -> str:
-        shown = await self._delivery.edit(
-            self._record, self._sent[message_id], self._persona, content
-        )
-        self._sent[shown.message_id] = shown
-        return shown.message_id
+        sent = self._sent[message_id]
+        return self._keep(await self._delivery.edit(self._record, sent, self._persona, content))
+
+    def _keep(self, sent: SentMessage) -> str:
+        self._sent[sent.message_id] = sent
+        self._by_bot = self._by_bot or sent.path == "bot"
+        return sent.message_id

@@ -130,10 +130,9 @@ class ThreadPresenter:
             self._show_status()
         if isinstance(event, TextDelta):
             if self._stream is None:
+                sink = ThreadSink(self._delivery, self._record, self._persona)
                 self._stream = StreamingMessage(
-                    ThreadSink(self._delivery, self._record, self._persona),
-                    clock=self._clock,
-                    min_interval=self._interval,
+                    sink, clock=self._clock, min_interval=self._interval, limit=sink.limit
                 )
             self._stream.append(event.text)
         elif isinstance(

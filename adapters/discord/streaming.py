@@ -5,7 +5,9 @@ anyone reads, so a message is edited at most once per ``min_interval`` and
 the text in between is coalesced. Output longer than one message continues in
 new messages (split by :func:`split_message`). ``close()`` always lands the
 final text, waiting out the interval if it must: the last edit is never
-dropped to respect the limit.
+dropped to respect the limit. The limit may come from the sink and drop
+mid-stream (the bot speaking for a persona needs room for its name): the text
+is then split again, the shown parts shortened and the rest sent anew.
 
 The sink retries and repairs what Discord gets wrong; what it still cannot
 deliver ends the stream with its :class:`~core.errors.DeliveryError` kept in
@@ -16,6 +18,7 @@ raises: the caller's turn is over either way.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -48,12 +51,14 @@ class StreamingMessage:
         *,
         clock: Clock | None = None,
         min_interval: float = 1.0,
-        limit: int = MESSAGE_LIMIT,
+        limit: int | Callable[[], int] = MESSAGE_LIMIT,
     ) -> None:
+        """``limit``: the longest part, or a function giving it (read at every split)."""
         self._sink = sink
         self._clock: Clock = clock or SystemClock()
         self._interval = timedelta(seconds=min_interval)
-        self._limit = limit
+        self._limit: Callable[[], int] = limit if callable(limit) else (lambda: limit)
+        self._part_limit = self._limit()
         self._text = ""
         self._ids: list[str] = []
         self._shown: list[str] = []
@@ -130,20 +135,45 @@ class StreamingMessage:
                 return
 
     def _parts(self) -> list[str]:
-        return [part for part in split_message(self._text, self._limit) if part]
+        """The text split for sending, at the lowest limit so far.
+
+        A lower limit is adopted only while it leaves at least one part per
+        message already sent: a message cannot be taken back, and a part too
+        many would never be in sync.
+        """
+        wanted = self._limit()
+        if wanted < self._part_limit:
+            parts = self._split(wanted)
+            if len(parts) >= len(self._ids):
+                self._part_limit = wanted
+                return parts
+        return self._split(self._part_limit)
+
+    def _split(self, limit: int) -> list[str]:
+        return [part for part in split_message(self._text, limit) if part]
+
+    async def _send_new(self, parts: list[str]) -> list[str]:
+        """Send the parts no message shows yet, splitting again after each send (it may
+        have lowered the limit); returns the parts as they are now."""
+        while len(self._ids) < len(parts):
+            part = parts[len(self._ids)]
+            self._ids.append(await self._sink.send(part))
+            self._shown.append(part)
+            self._last_edit.append(self._clock.now())
+            parts = self._parts()
+        return parts
 
     def _in_sync(self) -> bool:
         return self._shown == self._parts()
 
     async def _sync(self) -> None:
-        """Bring every part up to date: new parts are sent, changed ones edited when allowed."""
+        """Bring every part up to date: new parts are sent, changed ones edited when allowed.
+
+        Until the split stops changing: sending may lower the sink's limit.
+        """
         parts = self._parts()
         while True:
-            for index, part in enumerate(parts):
-                if index >= len(self._ids):
-                    self._ids.append(await self._sink.send(part))
-                    self._shown.append(part)
-                    self._last_edit.append(self._clock.now())
+            parts = await self._send_new(parts)
             waits = []
             for index, part in enumerate(parts[: len(self._ids)]):
                 if part == self._shown[index]:
@@ -156,7 +186,8 @@ class StreamingMessage:
                     self._last_edit[index] = self._clock.now()
                 else:
                     waits.append((due - now).total_seconds())
-            if not waits:
-                return
-            await self._clock.sleep(min(waits))
+            if waits:
+                await self._clock.sleep(min(waits))
+            elif self._parts() == parts:
+                return  # nothing changed while sending: neither the text nor the limit
             parts = self._parts()

@@ -12,7 +12,7 @@ from typing import Final
 
 from core.subagents.records import Outcome, SpawnMode
 
-__all__ = ["HEADERS", "MAX_ANNOUNCEMENT", "render_completion"]
+__all__ = ["HEADERS", "MAX_ANNOUNCEMENT", "SESSION_LINES", "render_completion"]
 
 MAX_ANNOUNCEMENT: Final = 1900
 """Characters; under Discord's 2000, leaving room for a channel's own framing."""
@@ -26,6 +26,15 @@ HEADERS: Final[dict[Outcome, str]] = {
 _NO_RESULT = "(no answer was produced)"
 
 
+SESSION_LINES: Final = {
+    "bound": "The session stays active: write in this thread to continue it.",
+    "elsewhere": "The session stays active in its thread.",
+    "unbound": "Its thread can no longer be reached and the session's binding has ended, "
+    "so the result is posted here.",
+}
+"""What a completed session's announcement says about its thread, by where it is sent."""
+
+
 def render_completion(
     *,
     name: str,
@@ -34,17 +43,20 @@ def render_completion(
     mode: SpawnMode,
     bound: bool,
     reason: str | None = None,
+    session_bound: bool = True,
 ) -> str:
-    """The announcement text. ``bound``: it goes to the subagent's own thread."""
+    """The announcement text. ``bound``: it goes to the subagent's own thread.
+
+    ``session_bound``: the session still has a live binding (a fallback while
+    its binding just ended, a locked or deleted thread, must not claim the
+    session stays active there).
+    """
     lines = [HEADERS[outcome].format(name=name)]
     if reason and outcome != "completed":
         lines[0] += f" Reason: {reason}"
     if mode == "session" and outcome == "completed":
-        lines.append(
-            "The session stays active: write in this thread to continue it."
-            if bound
-            else "The session stays active in its thread."
-        )
+        where = "bound" if bound else "elsewhere" if session_bound else "unbound"
+        lines.append(SESSION_LINES[where])
     if not bound:
         budget = MAX_ANNOUNCEMENT - sum(len(line) + 1 for line in lines) - 2
         body = result.strip() or _NO_RESULT

@@ -193,7 +193,7 @@ class CompletionDelivery:
     ) -> None:
         binding = resolution.binding
         assert binding is not None
-        content = self._render(row, subagent, bound=True)
+        content = self._render(row, subagent, resolution)
         await self._send(
             row,
             subagent,
@@ -223,7 +223,7 @@ class CompletionDelivery:
                 f"completion {row['completion_id']} has no bound destination "
                 f"({resolution.reason}) and no requester to fall back to"
             )
-        content = self._render(row, subagent, bound=False)
+        content = self._render(row, subagent, resolution)
         await self._send(
             row,
             subagent,
@@ -284,14 +284,16 @@ class CompletionDelivery:
             )
         return sink
 
-    def _render(self, row: dict, subagent: SubagentRecord, *, bound: bool) -> str:
+    def _render(self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution) -> str:
+        """The text for where the router sent it, and what it says of the session's binding."""
         return render_completion(
             name=self._name_of(subagent),
             outcome=row["outcome"],
             result=row["result"],
             mode=subagent.mode,
-            bound=bound,
+            bound=resolution.binding is not None,
             reason=subagent.outcome_reason,
+            session_bound=resolution.session_bound,
         )
 
     async def _mark(

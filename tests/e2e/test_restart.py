@@ -18,6 +18,7 @@ async def test_restart_routes_thread_message_to_the_same_session(start_bot: Star
     thread_id = int(record.conversation.conversation_id)
     await settle(first, record.target_session_key)
     record = first.binding()  # with what the first turn stored (the status line's id)
+    await first.services.subagents.wait_settled()  # its announcement is posted, not pending
     await first.client.close()
     await first.services.close()
 

@@ -270,7 +270,9 @@ class TestSetLifetime:
         self, database: Database, clock: FakeClock
     ) -> None:
         """max_age 0 clears the hard deadline; an omitted window keeps its value."""
-        service = await service_on(database, clock, lifecycle_defaults=lambda c, m: (HOUR_MS, HOUR_MS))
+        service = await service_on(
+            database, clock, lifecycle_defaults=lambda c, m: (HOUR_MS, HOUR_MS)
+        )
         record = await service.bind("s1", "session", conv("t1"))
         updated = await service.set_lifetime(record.binding_id, max_age_ms=0)
         assert (updated.idle_timeout_ms, updated.max_age_ms, updated.expires_at) == (
