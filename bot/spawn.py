@@ -24,6 +24,7 @@ import discord
 from adapters.discord.ids import conversation_of
 from adapters.discord.text import split_message
 from bot.account import AccountRuntime
+from core import log_events
 from core.agent.assignment import AGENT_ACTIVATED
 from core.agent.events import AgentEvent, TurnEnded
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
@@ -156,5 +157,14 @@ async def _post_answer(tree: SessionTree, channel: discord.abc.MessageableChanne
     try:
         for part in split_message(text):
             await channel.send(part, allowed_mentions=_NO_MENTIONS)
-    except discord.HTTPException:
-        _log.warning("spawn.legacy_post_failed", exc_info=True)
+    except discord.HTTPException as exc:
+        log_events.delivery_failed(
+            _log,
+            completion_id=None,
+            path="bot",
+            destination=str(getattr(channel, "id", "")) or None,
+            binding_id=None,
+            error=exc,
+            code=exc.code or None,
+            retryable=False,
+        )

@@ -117,7 +117,17 @@ class ConversationAlreadyBound(BindingError):
 
 
 class DeliveryError(ThreadboundError):
-    """A message could not be delivered where it was routed."""
+    """A message could not be delivered where it was routed.
+
+    Args:
+        path: the way it last tried (``webhook`` or ``bot``), when one was tried.
+        code: the platform's error code (Discord's ``50013``...), when it gave one.
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None, code: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.code = code
 
 
 class ProviderError(ThreadboundError):

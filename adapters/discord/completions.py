@@ -57,7 +57,9 @@ class DiscordCompletionSink:
             message = await channel.send(content, allowed_mentions=_NO_MENTIONS)
         except discord.HTTPException as exc:
             raise DeliveryError(
-                f"could not post in channel {channel_id}: {exc.status} {exc.text}"
+                f"could not post in channel {channel_id}: {exc.status} {exc.text}",
+                path="bot",
+                code=exc.code or None,
             ) from exc
         return Posted(str(message.id), "bot")
 

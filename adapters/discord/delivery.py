@@ -301,13 +301,17 @@ class ThreadDelivery:
             if lost.reason == "thread-archived":
                 where = "locked"
             raise DeliveryError(
-                f"thread {record.conversation.conversation_id} is {where}; its binding has ended"
+                f"thread {record.conversation.conversation_id} is {where}; its binding has ended",
+                path=path,
+                code=_code_of(lost.cause),
             ) from lost.cause
         except (discord.HTTPException, TimeoutError, OSError) as exc:
             await self._give_up(record, path, exc, retryable=False)
             raise DeliveryError(
                 f"could not post in thread {record.conversation.conversation_id}: "
-                f"{_describe(exc)}; the binding is kept"
+                f"{_describe(exc)}; the binding is kept",
+                path=path,
+                code=_code_of(exc),
             ) from exc
         self.bindings.touch(record.binding_id)
         return sent
@@ -351,8 +355,9 @@ class ThreadDelivery:
             path=path,
             destination=record.conversation.conversation_id,
             binding_id=record.binding_id,
+            guild=record.metadata.get("guild_id"),
             error=_describe(exc),
-            code=getattr(exc, "code", None) or None,  # 0: Discord named none
+            code=_code_of(exc),
             retryable=retryable,
         )
 
@@ -365,6 +370,7 @@ class ThreadDelivery:
             path="webhook",
             destination=record.conversation.conversation_id,
             binding_id=record.binding_id,
+            guild=record.metadata.get("guild_id"),
             error=_describe(exc),
             code=code,
             retryable=True,
@@ -394,6 +400,11 @@ def _raise_if_lost(exc: discord.HTTPException) -> None:
         raise _ThreadLost(THREAD_DELETED, exc) from exc
     if exc.code in (MISSING_ACCESS, MISSING_PERMISSIONS):
         raise _ThreadLost("missing-permissions", exc) from exc
+
+
+def _code_of(exc: BaseException | None) -> int | None:
+    """Discord's error code of ``exc`` (0, "none given", as None)."""
+    return getattr(exc, "code", None) or None
 
 
 def _describe(exc: BaseException) -> str:

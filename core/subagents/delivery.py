@@ -157,10 +157,11 @@ class CompletionDelivery:
                 log_events.delivery_failed(
                     _log,
                     completion_id=completion_id,
-                    path="bot",
+                    path="webhook" if exc.path == "webhook" else "bot",
                     destination=None,
                     binding_id=subagent.binding_id,
                     error=exc,
+                    code=exc.code,
                     retryable=not give_up,
                 )
                 await self._db.run(_repository.release, completion_id, give_up)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from core.logging import REDACTED, get_logger, reset_logging
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "log-events.md"
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
+DOTTED = re.compile(r"[a-z_]+(\.[a-z_]+)+")
 
 BINDING = {
     "binding_id": "b-1",
@@ -212,7 +214,49 @@ class TestEmitters:
         assert emit(LogEvent.CONFIG_CHANGED)["new"] == 4
 
 
+def emitted_events() -> dict[str, set[str]]:
+    """Every dotted event name the code logs directly, with its levels (from the source)."""
+    levels = {"debug", "info", "warning", "error", "exception", "critical"}
+    found: dict[str, set[str]] = {}
+    root = Path(__file__).resolve().parents[2]
+    for package in ("core", "adapters", "bot"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in levels
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                    and DOTTED.fullmatch(node.args[0].value)
+                ):
+                    continue
+                found.setdefault(node.args[0].value, set()).add(node.func.attr)
+    return found
+
+
+def operational_rows() -> dict[str, str]:
+    """``event -> level`` from the doc's "Operational events" table."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## Operational events", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `([a-z_.]+)` \| ([a-z]+) \|", section, re.MULTILINE))
+
+
 class TestDocumentation:
+    def test_doc_lists_every_event_the_code_emits(self) -> None:
+        """No event bypasses the vocabulary: each is a typed event or a row of the table."""
+        rows = operational_rows()
+        emitted = emitted_events()
+        typed = {name.value for name in LogEvent}
+        assert sorted(set(emitted) - typed - set(rows)) == []
+        for name, levels in emitted.items():
+            if name in rows:
+                assert levels == {rows[name]}, name
+
+    def test_doc_lists_no_event_nothing_emits(self) -> None:
+        assert sorted(set(operational_rows()) - set(emitted_events())) == []
+
     def test_doc_lists_every_event(self) -> None:
         """docs/log-events.md has a section for each event name."""
         text = DOC.read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ clock, which the test advances: no case sleeps.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from adapters.discord.text import split_message
+from core.canary import build_report
 from core.errors import ProviderError
 from core.providers.scripted import Step
 from tests.e2e.conftest import Bot, StartBot
@@ -179,11 +181,16 @@ async def test_without_manage_webhooks_the_bot_speaks_in_the_thread(start_bot: S
     """No webhook can be made (403): the answer and announcement are the bot's, in the thread."""
     bot = await start_bot([Step(text=ANSWER)])
     bot.fake.fail_next("POST", "/channels/*/webhooks", 403, code=50013, times=10)
-    await spawn(bot, "say it all", mode="session")
-    record = bot.binding()
-    thread_id = int(record.conversation.conversation_id)
-    await settle(bot, record.target_session_key)
-    await bot.services.subagents.wait_settled()
+    with capture_logs() as logs:
+        await spawn(bot, "say it all", mode="session")
+        record = bot.binding()
+        thread_id = int(record.conversation.conversation_id)
+        await settle(bot, record.target_session_key)
+        await bot.services.subagents.wait_settled()
+    stamp = "2026-01-01T12:00:00Z"
+    lines = [json.dumps({**e, "level": e["log_level"], "timestamp": stamp}) for e in logs]
+    (failure,) = build_report(lines, since_ts=None).webhook_failures  # the canary sees it
+    assert (failure.binding_id, failure.guild) == (record.binding_id, str(bot.world.guild.id))
     by_bot = [m.content for m in bot.fake.messages_in(thread_id) if m.webhook_id is None]
     assert f"**Subagent**: {ANSWER}" in by_bot
     assert any("✅" in content for content in by_bot)
