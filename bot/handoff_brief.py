@@ -27,7 +27,7 @@ from bot._handoff_ui import (
     say,
 )
 from bot.account import AccountRuntime
-from bot.commands.config import may_manage
+from bot.commands.permissions import may_change
 from core.agent.agent import Agent
 from core.agent.assignment import AGENT_ACTIVATED, active_agent
 from core.agent.events import AgentEvent, TurnEnded
@@ -173,7 +173,7 @@ async def brief_pressed(
     if record is None or record.status != "active":
         await say(interaction, "This session's thread is no longer bound to an agent.")
         return
-    if not may_manage(interaction, record):
+    if not await may_change(interaction, services, record.target_session_key):
         await say(interaction, NOT_YOURS)
         return
     agent = await services.runtime.get(record.target_session_key)

@@ -41,7 +41,7 @@ from bot._handoff_ui import (
     say,
 )
 from bot.account import AccountRuntime
-from bot.commands.config import may_manage
+from bot.commands.permissions import may_change
 from bot.commands.steering import NOT_BOUND, binding_here
 from bot.handoff_brief import brief_pressed, watch_for_brief
 from core.agent.agent import Agent
@@ -138,7 +138,7 @@ async def handoff_pressed(
     if record is None:
         await say(interaction, NOT_BOUND)
         return
-    if not may_manage(interaction, record):
+    if not await may_change(interaction, services, record.target_session_key):
         await say(interaction, NOT_YOURS)
         return
     profiles = services.config.agents

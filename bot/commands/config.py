@@ -8,12 +8,12 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.commands.permissions import is_admin, may_manage
+from bot.commands.permissions import is_admin
 from core.config import RUNTIME_SOURCE, overridable_paths
 from core.errors import ConfigError
 
-# is_admin and may_manage live in bot.commands.permissions; re-exported for older importers.
-__all__ = ["ADMINS_ONLY", "config_group", "is_admin", "may_manage"]
+# is_admin lives in bot.commands.permissions; re-exported for the commands that import it here.
+__all__ = ["ADMINS_ONLY", "config_group", "is_admin"]
 
 ADMINS_ONLY = "Only server administrators can use this command."
 

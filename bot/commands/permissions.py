@@ -1,7 +1,8 @@
 """Who may change a session: one of its owners, or a server administrator.
 
 Every command that changes a session (``/cancel``, ``/steer``, ``/followup``,
-``/rewind``, ``/bookmark``, ``/focus``, ``/unfocus``, ``/session ...``) asks
+``/rewind``, ``/bookmark``, ``/focus``, ``/unfocus``, ``/session ...``, and the
+handoff buttons) asks
 :func:`may_change`, so the rule lives in one place. Reading stays open: a bound
 thread is a conversation, and whoever is in it sees it anyway.
 
@@ -26,9 +27,8 @@ from typing import Final
 import discord
 
 from bot.wiring import Services
-from core.bindings.records import SessionBindingRecord
 
-__all__ = ["NOT_OWNER", "is_admin", "may_change", "may_manage"]
+__all__ = ["NOT_OWNER", "is_admin", "may_change"]
 
 NOT_OWNER: Final = (
     "Only the person who started this session, or a server administrator, can do that."
@@ -61,13 +61,3 @@ async def may_change(
         return True
     started = await services.subagents.get(session_key)
     return started is not None and started.requested_by == user
-
-
-def may_manage(interaction: discord.Interaction, record: SessionBindingRecord) -> bool:
-    """Whether the user may manage one bound thread: who bound it, or an administrator.
-
-    For callers that cannot await (the handoff buttons). The binder is one of
-    the session's owners, so this never allows more than :func:`may_change`.
-    """
-    owner = record.bound_by is not None and str(interaction.user.id) == record.bound_by
-    return owner or is_admin(interaction)
