@@ -14,8 +14,7 @@ from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
-from bot.handoff_brief import offer_missed_briefs
-from bot.handoff_views import setup_handoffs
+from bot.handoffs import offer_missed_briefs, setup_handoffs
 from bot.wiring import Services
 from core.logging import get_logger
 

@@ -158,13 +158,15 @@ async def _post_answer(tree: SessionTree, channel: discord.abc.MessageableChanne
         for part in split_message(text):
             await channel.send(part, allowed_mentions=_NO_MENTIONS)
     except discord.HTTPException as exc:
-        log_events.delivery_failed(
+        log_events.emit(
+            log_events.DeliveryFailed(
+                completion_id=None,
+                path="bot",
+                destination=str(getattr(channel, "id", "")) or None,
+                binding_id=None,
+                error=exc,
+                code=exc.code or None,
+                retryable=False,
+            ),
             _log,
-            completion_id=None,
-            path="bot",
-            destination=str(getattr(channel, "id", "")) or None,
-            binding_id=None,
-            error=exc,
-            code=exc.code or None,
-            retryable=False,
         )

@@ -112,7 +112,9 @@ class RuntimeOverrides:
         }
         await self._db.run(_upsert, row)
         self._by_scope.setdefault(scope, {})[path] = value
-        log_events.config_changed(_log, key=path, old=old, new=value, actor=actor, scope=scope)
+        log_events.emit(
+            log_events.ConfigChanged(key=path, old=old, new=value, actor=actor, scope=scope), _log
+        )
         return value
 
     async def reset(self, scope: str, path: str, *, actor: str) -> Any:
@@ -127,5 +129,7 @@ class RuntimeOverrides:
             )
         await self._db.run(_delete, scope, path)
         old = self._by_scope[scope].pop(path)
-        log_events.config_changed(_log, key=path, old=old, new=None, actor=actor, scope=scope)
+        log_events.emit(
+            log_events.ConfigChanged(key=path, old=old, new=None, actor=actor, scope=scope), _log
+        )
         return old

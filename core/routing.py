@@ -193,17 +193,19 @@ def _log_resolution(
     binding = resolution.binding
     where = binding.conversation if binding else requester
     guild = binding.metadata.get("guild_id") if binding else None
-    log_events.routing_resolved(
+    log_events.emit(
+        log_events.RoutingResolved(
+            event_kind=event_kind,
+            target_session_key=target_session_key,
+            mode=resolution.mode,
+            reason=resolution.reason,
+            fail_closed=fail_closed,
+            binding_id=binding.binding_id if binding else None,
+            channel=where.channel if where else None,
+            account=where.account_id if where else None,
+            conversation_id=binding.conversation.conversation_id if binding else None,
+            requester_conversation_id=requester.conversation_id if requester else None,
+            guild=str(guild) if guild is not None else None,
+        ),
         _log,
-        event_kind=event_kind,
-        target_session_key=target_session_key,
-        mode=resolution.mode,
-        reason=resolution.reason,
-        fail_closed=fail_closed,
-        binding_id=binding.binding_id if binding else None,
-        channel=where.channel if where else None,
-        account=where.account_id if where else None,
-        conversation_id=binding.conversation.conversation_id if binding else None,
-        requester_conversation_id=requester.conversation_id if requester else None,
-        guild=str(guild) if guild is not None else None,
     )

@@ -350,30 +350,34 @@ class ThreadDelivery:
     async def _give_up(
         self, record: SessionBindingRecord, path: Path, exc: BaseException, *, retryable: bool
     ) -> None:
-        log_events.delivery_failed(
-            completion_id=None,
-            path=path,
-            destination=record.conversation.conversation_id,
-            binding_id=record.binding_id,
-            guild=record.metadata.get("guild_id"),
-            error=_describe(exc),
-            code=_code_of(exc),
-            retryable=retryable,
+        log_events.emit(
+            log_events.DeliveryFailed(
+                completion_id=None,
+                path=path,
+                destination=record.conversation.conversation_id,
+                binding_id=record.binding_id,
+                guild=record.metadata.get("guild_id"),
+                error=_describe(exc),
+                code=_code_of(exc),
+                retryable=retryable,
+            )
         )
 
     def _webhook_failed(
         self, record: SessionBindingRecord, exc: BaseException, code: int | None
     ) -> None:
         """The webhook path failed and the bot takes over: counted, never silent."""
-        log_events.delivery_failed(
-            completion_id=None,
-            path="webhook",
-            destination=record.conversation.conversation_id,
-            binding_id=record.binding_id,
-            guild=record.metadata.get("guild_id"),
-            error=_describe(exc),
-            code=code,
-            retryable=True,
+        log_events.emit(
+            log_events.DeliveryFailed(
+                completion_id=None,
+                path="webhook",
+                destination=record.conversation.conversation_id,
+                binding_id=record.binding_id,
+                guild=record.metadata.get("guild_id"),
+                error=_describe(exc),
+                code=code,
+                retryable=True,
+            )
         )
 
     async def _thread_of(self, record: SessionBindingRecord) -> Any:

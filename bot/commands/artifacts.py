@@ -9,7 +9,7 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.commands.steering import NOT_BOUND, binding_here
+from bot.commands.bound import NOT_BOUND, binding_here
 from core.sessions.events import SessionEvent
 
 __all__ = ["NO_ARTIFACTS", "artifact_line", "artifacts_commands"]

@@ -16,8 +16,8 @@ from discord import app_commands
 
 from adapters.discord.ids import conversation_for
 from bot.account import DEFAULT_PERSONA, AccountRuntime, persona_of
+from bot.commands.bound import binding_for
 from bot.commands.permissions import NOT_OWNER, may_change
-from bot.commands.steering import binding_for
 from core.canary import parse_duration
 from core.errors import ConversationAlreadyBound, ThreadboundError
 

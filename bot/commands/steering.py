@@ -10,40 +10,10 @@ from __future__ import annotations
 import discord
 from discord import app_commands
 
-from adapters.discord.ids import conversation_of
 from bot.account import AccountRuntime
-from bot.commands.permissions import NOT_OWNER, may_change
-from core.bindings.records import SessionBindingRecord
+from bot.commands.bound import binding_for
 
-__all__ = ["NOT_BOUND", "binding_for", "binding_here", "steering_commands"]
-
-NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
-
-
-def binding_here(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
-    if not isinstance(channel, discord.Thread | discord.abc.GuildChannel):
-        return None
-    return account.services.bindings.resolve_by_conversation(
-        conversation_of(account.account_id, channel)
-    )
-
-
-async def binding_for(
-    account: AccountRuntime, interaction: discord.Interaction, *, changes: bool
-) -> SessionBindingRecord | None:
-    """This channel's binding; otherwise an ephemeral answer saying why, and None.
-
-    ``changes``: the command changes the session, so a user who is not one of
-    its owners (nor an administrator) is refused before anything happens.
-    """
-    record = binding_here(account, interaction.channel)
-    if record is None:
-        await interaction.response.send_message(NOT_BOUND, ephemeral=True)
-        return None
-    if changes and not await may_change(interaction, account.services, record.target_session_key):
-        await interaction.response.send_message(NOT_OWNER, ephemeral=True)
-        return None
-    return record
+__all__ = ["steering_commands"]
 
 
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:

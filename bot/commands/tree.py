@@ -21,7 +21,7 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.commands.steering import binding_for
+from bot.commands.bound import binding_for
 from core.agent.agent import Agent
 from core.errors import SessionError
 from core.sessions.events import SessionEvent

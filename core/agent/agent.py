@@ -23,7 +23,7 @@ from core.agent.policy import ContinuationHook, StopPolicy, default_should_conti
 from core.agent.tools import ToolRegistry
 from core.config import AgentConfig
 from core.errors import ThreadboundError
-from core.logging import get_logger
+from core.logging import bind_context, get_logger
 from core.providers.types import ChatMessage, Provider
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.log import AppendItem, SessionLog
@@ -242,9 +242,12 @@ class Agent:
 
     def _spawn(self, batch: list[PendingMessage]) -> None:
         self._idle.clear()
-        self._task = asyncio.create_task(
-            run_turns(self, batch, self._next_batch), name=f"agent:{self.session_key}"
-        )
+        # The task copies the context it is created in: every line its turns log
+        # (tools, providers, the store) carries the session key.
+        with bind_context(session_key=self.session_key):
+            self._task = asyncio.create_task(
+                run_turns(self, batch, self._next_batch), name=f"agent:{self.session_key}"
+            )
         self._task.add_done_callback(self._loop_done)
 
     async def _next_batch(self) -> list[PendingMessage]:

@@ -131,12 +131,14 @@ class BindingSettings:
             update={"idle_timeout_ms": idle, "max_age_ms": max_age, "expires_at": expires_at}
         )
         self._index.replace(updated)
-        log_events.binding_lifetime_changed(
+        log_events.emit(
+            log_events.BindingLifetimeChanged(
+                **updated.log_fields(),
+                idle_timeout_ms=idle,
+                max_age_ms=max_age,
+                expires_at=expires_at,
+                actor=actor,
+            ),
             _log,
-            **updated.log_fields(),
-            idle_timeout_ms=idle,
-            max_age_ms=max_age,
-            expires_at=expires_at,
-            actor=actor,
         )
         return updated

@@ -174,13 +174,15 @@ class SessionBindingService(BindingSettings):
         finally:
             self._reserved.discard(key)
 
-        log_events.binding_bound(
+        log_events.emit(
+            log_events.BindingBound(
+                **record.log_fields(),
+                parent_conversation_id=record.conversation.parent_conversation_id,
+                target_kind=record.target_kind,
+                bound_by=record.bound_by,
+                expires_at=record.expires_at,
+            ),
             _log,
-            **record.log_fields(),
-            parent_conversation_id=record.conversation.parent_conversation_id,
-            target_kind=record.target_kind,
-            bound_by=record.bound_by,
-            expires_at=record.expires_at,
         )
         if adapter is not None:
             await self._side_effect("on_bound", adapter.on_bound(record), record)
@@ -346,13 +348,15 @@ class SessionBindingService(BindingSettings):
         self._unindex(record)
         ended = record.model_copy(update={"status": "ended"})
         if expired:
-            log_events.binding_expired(_log, **ended.log_fields(), reason=reason)  # type: ignore[arg-type]
+            log_events.emit(log_events.BindingExpired(**ended.log_fields(), reason=reason), _log)  # type: ignore[arg-type]
         else:
-            log_events.binding_unbound(
+            log_events.emit(
+                log_events.BindingUnbound(
+                    **ended.log_fields(),
+                    parent_conversation_id=ended.conversation.parent_conversation_id,
+                    reason=reason,
+                ),
                 _log,
-                **ended.log_fields(),
-                parent_conversation_id=ended.conversation.parent_conversation_id,
-                reason=reason,
             )
         adapter = self.adapters.get(record.conversation.channel, record.conversation.account_id)
         if adapter is not None:

@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from core.clock import Clock, SystemClock
 from core.errors import HandoffError, StoreError
-from core.handoffs import _repository
+from core.handoffs import repository
 from core.handoffs.activation import TRANSITIONS, HandoffRecord, HandoffStatus
 from core.sessions.events import SessionEvent
 from core.sessions.log import SessionLog
@@ -196,14 +196,14 @@ class HandoffService:
     async def accepted(self) -> builtins.list[HandoffRecord]:
         """Every session's accepted handoffs (not yet completed), oldest offer first."""
         try:
-            return await self._db.run(_repository.list_with_status, "accepted")
+            return await self._db.run(repository.list_with_status, "accepted")
         except SQLAlchemyError as exc:
             raise StoreError(f"could not list accepted handoffs: {type(exc).__name__}") from exc
 
     async def list(self, session_key: str) -> list[HandoffRecord]:
         """The session's handoffs from the table, oldest offer first."""
         try:
-            return await self._db.run(_repository.list_for_session, session_key)
+            return await self._db.run(repository.list_for_session, session_key)
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"could not read the handoffs of session {session_key!r}: {type(exc).__name__}"
@@ -219,7 +219,7 @@ class HandoffService:
         async with self._lock(key):
             records = replay(key, tree.events)
             try:
-                await self._db.run(_repository.replace_session, key, records)
+                await self._db.run(repository.replace_session, key, records)
             except SQLAlchemyError as exc:
                 raise StoreError(
                     f"could not rebuild the handoffs of session {key!r}: {type(exc).__name__}; "
@@ -255,7 +255,7 @@ class HandoffService:
     async def _write(self, record: HandoffRecord, event: SessionEvent) -> None:
         """Write the row after its event; on failure say that the history has it."""
         try:
-            await self._db.run(_repository.upsert, record)
+            await self._db.run(repository.upsert, record)
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"the {event.type} event of handoff {record.id!r} is recorded in session "

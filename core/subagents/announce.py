@@ -29,10 +29,14 @@ _NO_RESULT = "(no answer was produced)"
 SESSION_LINES: Final = {
     "bound": "The session stays active: write in this thread to continue it.",
     "elsewhere": "The session stays active in its thread.",
-    "unbound": "Its thread can no longer be reached and the session's binding has ended, "
-    "so the result is posted here.",
+    "unbound": "The session's thread binding has ended, so the result is posted here.",
 }
-"""What a completed session's announcement says about its thread, by where it is sent."""
+"""What a completed session's announcement says about its thread, by where it is sent.
+
+``unbound`` names no cause: the thread may be gone or locked, but a person may
+also have unfocused it or let the binding expire, and the thread is then still
+there to read.
+"""
 
 
 def render_completion(

@@ -31,7 +31,7 @@ from core.log_events import DeliveryPath
 from core.logging import get_logger
 from core.routing import BoundDeliveryRouter, DeliveryResolution
 from core.store.database import Database
-from core.subagents import _repository
+from core.subagents import repository
 from core.subagents.announce import render_completion
 from core.subagents.records import Outcome, SubagentRecord
 
@@ -122,7 +122,7 @@ class CompletionDelivery:
     ) -> bool:
         """Put a completion in the outbox; False if this completion id is already there."""
         return await self._db.run(
-            lambda conn: _repository.insert_completion(
+            lambda conn: repository.insert_completion(
                 conn,
                 completion_id=completion_id,
                 session_key=session_key,
@@ -132,13 +132,13 @@ class CompletionDelivery:
             )
         )
 
-    async def recover(self) -> list[_repository.PendingCompletion]:
+    async def recover(self) -> list[repository.PendingCompletion]:
         """At start-up: the completions a previous process recorded but did not post.
 
         Posts this process has in flight are left alone: only a dead process's
         ``sending`` rows become ``uncertain``.
         """
-        return await self._db.run(_repository.recover_pending, frozenset(self._in_flight))
+        return await self._db.run(repository.recover_pending, frozenset(self._in_flight))
 
     async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
@@ -146,7 +146,7 @@ class CompletionDelivery:
         Returns True when this call posted it.
         """
         while True:
-            row = await self._db.run(_repository.claim, completion_id)
+            row = await self._db.run(repository.claim, completion_id)
             if row is None:
                 return False  # delivered, being delivered, or given up on
             self._in_flight.add(completion_id)
@@ -154,17 +154,19 @@ class CompletionDelivery:
                 await self._post(row, subagent)
             except DeliveryError as exc:
                 give_up = isinstance(exc, Undeliverable) or row["attempts"] >= self._max_attempts
-                log_events.delivery_failed(
+                log_events.emit(
+                    log_events.DeliveryFailed(
+                        completion_id=completion_id,
+                        path="webhook" if exc.path == "webhook" else "bot",
+                        destination=None,
+                        binding_id=subagent.binding_id,
+                        error=exc,
+                        code=exc.code,
+                        retryable=not give_up,
+                    ),
                     _log,
-                    completion_id=completion_id,
-                    path="webhook" if exc.path == "webhook" else "bot",
-                    destination=None,
-                    binding_id=subagent.binding_id,
-                    error=exc,
-                    code=exc.code,
-                    retryable=not give_up,
                 )
-                await self._db.run(_repository.release, completion_id, give_up)
+                await self._db.run(repository.release, completion_id, give_up)
                 if give_up:
                     return False
                 await self.clock.sleep(self._retry_seconds * row["attempts"])
@@ -208,16 +210,18 @@ class CompletionDelivery:
         self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> None:
         requester = subagent.requester
-        log_events.delivery_fallback(
+        log_events.emit(
+            log_events.DeliveryFallback(
+                completion_id=row["completion_id"],
+                reason=resolution.reason,
+                target_session_key=subagent.session_key,
+                channel=requester.channel if requester else None,
+                account=requester.account_id if requester else None,
+                requester_conversation_id=requester.conversation_id if requester else None,
+                destination=requester.conversation_id if requester else None,
+                guild=subagent.scope,
+            ),
             _log,
-            completion_id=row["completion_id"],
-            reason=resolution.reason,
-            target_session_key=subagent.session_key,
-            channel=requester.channel if requester else None,
-            account=requester.account_id if requester else None,
-            requester_conversation_id=requester.conversation_id if requester else None,
-            destination=requester.conversation_id if requester else None,
-            guild=subagent.scope,
         )
         if requester is None or not requester.conversation_id:
             raise Undeliverable(
@@ -249,17 +253,19 @@ class CompletionDelivery:
         if posted is None:
             posted = await post(sink)
         await self._mark(row, resolution, conversation.conversation_id, posted)
-        log_events.delivery_sent(
+        log_events.emit(
+            log_events.DeliverySent(
+                completion_id=row["completion_id"],
+                path=posted.path,
+                mode=resolution.mode,
+                binding_id=resolution.binding.binding_id if resolution.binding else None,
+                target_session_key=subagent.session_key,
+                channel=conversation.channel,
+                account=conversation.account_id,
+                destination=conversation.conversation_id,
+                guild=subagent.scope,
+            ),
             _log,
-            completion_id=row["completion_id"],
-            path=posted.path,
-            mode=resolution.mode,
-            binding_id=resolution.binding.binding_id if resolution.binding else None,
-            target_session_key=subagent.session_key,
-            channel=conversation.channel,
-            account=conversation.account_id,
-            destination=conversation.conversation_id,
-            guild=subagent.scope,
         )
 
     async def _already_posted(
@@ -301,7 +307,7 @@ class CompletionDelivery:
         self, row: dict, resolution: DeliveryResolution, destination: str, posted: Posted
     ) -> None:
         await self._db.run(
-            lambda conn: _repository.mark_delivered(
+            lambda conn: repository.mark_delivered(
                 conn,
                 row["completion_id"],
                 mode=resolution.mode,

@@ -41,7 +41,7 @@ from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
 from core.store.database import Database
-from core.subagents import _repository
+from core.subagents import repository
 from core.subagents.completion import FinishedObserver, TaskCompletion
 from core.subagents.delivery import CompletionDelivery
 from core.subagents.events import SPAWNED
@@ -319,7 +319,7 @@ class SubagentService:
     async def _discard(self, key: str) -> None:
         with contextlib.suppress(ThreadboundError):
             await self._sessions.discard(key)
-        await self._db.run(_repository.delete_subagent, key)
+        await self._db.run(repository.delete_subagent, key)
         _log.info("subagent.discarded", session_key=key)
 
     async def _start_failed(
@@ -344,7 +344,7 @@ class SubagentService:
                 )
 
     async def _save(self, record: SubagentRecord) -> SubagentRecord:
-        await self._db.run(_repository.upsert_subagent, record)
+        await self._db.run(repository.upsert_subagent, record)
         return record
 
     # -- start-up, listing, shutdown ---------------------------------------------------
@@ -383,10 +383,10 @@ class SubagentService:
         )
 
     async def list(self, *states: SubagentState) -> list[SubagentRecord]:
-        return await self._db.run(_repository.list_subagents, states)
+        return await self._db.run(repository.list_subagents, states)
 
     async def get(self, session_key: str) -> SubagentRecord | None:
-        return await self._db.run(_repository.get_subagent, session_key)
+        return await self._db.run(repository.get_subagent, session_key)
 
     async def wait_settled(self) -> None:
         """Wait until every watcher and delivery in flight is done (tests, shutdown)."""

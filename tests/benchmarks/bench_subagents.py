@@ -43,7 +43,7 @@ from core.clock import FakeClock  # noqa: E402
 from core.config import parse_config  # noqa: E402
 from core.logging import configure_logging  # noqa: E402
 from core.providers.scripted import ScriptedProvider, Step  # noqa: E402
-from core.subagents import _repository  # noqa: E402
+from core.subagents import repository  # noqa: E402
 
 SPAWNS = 100
 
@@ -159,7 +159,7 @@ async def main() -> None:
 
         counts = await fake.counts([*threads, seed["channel"]])
         parent = counts.pop(seed["channel"])
-        statuses = await services.database.run(_repository.delivery_statuses)
+        statuses = await services.database.run(repository.delivery_statuses)
         completions = sum(1 for s in statuses.values() if s == "delivered")
         deliveries = sum(counts.values())
         twice = sum(n > 1 for n in counts.values())

@@ -296,40 +296,51 @@ def emit_session(path: Path, *, duplicate: bool, hidden: bool) -> None:
         "destination": "thread-1",
     }
     with bind_context(session_key=SESSION, account="A", guild="g-1"):
-        log_events.binding_bound(
+        log_events.emit(
+            log_events.BindingBound(
+                **binding,
+                target_kind="subagent",
+                parent_conversation_id="chan-1",
+                bound_by="user-1",
+                expires_at=None,
+            ),
             log,
-            **binding,
-            target_kind="subagent",
-            parent_conversation_id="chan-1",
-            bound_by="user-1",
-            expires_at=None,
         )
-        log_events.routing_resolved(
-            log,
-            event_kind="task_completion",
-            mode="bound",
-            reason="requester-match",
-            fail_closed=True,
-            requester_conversation_id="chan-1",
-            **binding,
-        )
-        log_events.delivery_sent(log, completion_id="c-1", **sent)
-        if duplicate:
-            log_events.delivery_sent(log, completion_id="c-1", **{**sent, "path": "bot"})
-        if hidden:
-            log_events.delivery_fallback(
-                log,
-                completion_id="c-2",
-                reason="no-requester-match",
-                target_session_key=SESSION,
-                channel="discord",
-                account="A",
+        log_events.emit(
+            log_events.RoutingResolved(
+                event_kind="task_completion",
+                mode="bound",
+                reason="requester-match",
+                fail_closed=True,
                 requester_conversation_id="chan-1",
-                destination="chan-1",
+                **binding,
+            ),
+            log,
+        )
+        log_events.emit(log_events.DeliverySent(completion_id="c-1", **sent), log)
+        if duplicate:
+            log_events.emit(
+                log_events.DeliverySent(completion_id="c-1", **{**sent, "path": "bot"}), log
+            )
+        if hidden:
+            log_events.emit(
+                log_events.DeliveryFallback(
+                    completion_id="c-2",
+                    reason="no-requester-match",
+                    target_session_key=SESSION,
+                    channel="discord",
+                    account="A",
+                    requester_conversation_id="chan-1",
+                    destination="chan-1",
+                ),
+                log,
             )
         else:
-            log_events.binding_unbound(
-                log, **binding, parent_conversation_id="chan-1", reason="done"
+            log_events.emit(
+                log_events.BindingUnbound(
+                    **binding, parent_conversation_id="chan-1", reason="done"
+                ),
+                log,
             )
     reset_logging()
 

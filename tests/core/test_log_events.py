@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,9 @@ BINDING = {
     "conversation_id": "thread-1",
 }
 
-SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
+SAMPLES: dict[str, tuple[type[log_events.Event], dict[str, Any]]] = {
     LogEvent.ROUTING_RESOLVED: (
-        log_events.routing_resolved,
+        log_events.RoutingResolved,
         {
             "event_kind": "task_completion",
             "target_session_key": "agent:main:subagent:x",
@@ -43,7 +43,7 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         },
     ),
     LogEvent.DELIVERY_SENT: (
-        log_events.delivery_sent,
+        log_events.DeliverySent,
         {
             "completion_id": "c-1",
             "path": "webhook",
@@ -56,7 +56,7 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         },
     ),
     LogEvent.DELIVERY_FALLBACK: (
-        log_events.delivery_fallback,
+        log_events.DeliveryFallback,
         {
             "completion_id": "c-1",
             "reason": "no-active-binding",
@@ -68,7 +68,7 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         },
     ),
     LogEvent.DELIVERY_FAILED: (
-        log_events.delivery_failed,
+        log_events.DeliveryFailed,
         {
             "completion_id": "c-1",
             "path": "webhook",
@@ -79,7 +79,7 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         },
     ),
     LogEvent.BINDING_BOUND: (
-        log_events.binding_bound,
+        log_events.BindingBound,
         {
             **BINDING,
             "target_kind": "subagent",
@@ -89,12 +89,12 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         },
     ),
     LogEvent.BINDING_UNBOUND: (
-        log_events.binding_unbound,
+        log_events.BindingUnbound,
         {**BINDING, "parent_conversation_id": "chan-1", "reason": "done"},
     ),
-    LogEvent.BINDING_EXPIRED: (log_events.binding_expired, {**BINDING, "reason": "idle-expired"}),
+    LogEvent.BINDING_EXPIRED: (log_events.BindingExpired, {**BINDING, "reason": "idle-expired"}),
     LogEvent.BINDING_LIFETIME_CHANGED: (
-        log_events.binding_lifetime_changed,
+        log_events.BindingLifetimeChanged,
         {
             **BINDING,
             "idle_timeout_ms": 7_200_000,
@@ -104,7 +104,7 @@ SAMPLES: dict[str, tuple[Callable[..., None], dict[str, Any]]] = {
         },
     ),
     LogEvent.CONFIG_CHANGED: (
-        log_events.config_changed,
+        log_events.ConfigChanged,
         {
             "key": "session.threadBindings.idleHours",
             "old": 24,
@@ -123,9 +123,9 @@ def _reset() -> Iterator[None]:
 
 
 def emit(name: str, **overrides: Any) -> dict[str, Any]:
-    emitter, kwargs = SAMPLES[name]
+    event_type, kwargs = SAMPLES[name]
     with capture_logs() as logs:
-        emitter(**{**kwargs, **overrides})
+        log_events.emit(event_type(**{**kwargs, **overrides}))
     (entry,) = logs
     return entry
 
@@ -155,9 +155,9 @@ class TestVocabulary:
 
     def test_callers_can_pass_their_own_logger(self) -> None:
         """A bound logger passed first carries its own fields into the event."""
-        emitter, kwargs = SAMPLES[LogEvent.DELIVERY_SENT]
+        event_type, kwargs = SAMPLES[LogEvent.DELIVERY_SENT]
         with capture_logs() as logs:
-            emitter(get_logger("mine").bind(actor_task="deliver"), **kwargs)
+            log_events.emit(event_type(**kwargs), get_logger("mine").bind(actor_task="deliver"))
         assert logs[0]["actor_task"] == "deliver"
 
 

@@ -1,14 +1,145 @@
-"""Assertions over everything the bot sent to the fake Discord, for any end-to-end test."""
+"""What every end-to-end test shares: driving the bot over the fake Discord, and reading back
+what it sent.
+
+Test modules import from here (and from ``conftest``), never from one another.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, Final
 
-from fakediscord import FakeDiscord
+from core.providers.scripted import Step
+from core.providers.types import ToolCall
+from fakediscord import FakeDiscord, InteractionResponse
 from fakediscord.recording import RecordedRequest
+from tests.e2e.conftest import Bot
 
-__all__ = ["PINGS_NOBODY", "assert_pings_nobody", "message_payload"]
+__all__ = [
+    "ANNOUNCED",
+    "EPHEMERAL",
+    "PINGS_NOBODY",
+    "SLEEP",
+    "TIMEOUT",
+    "assert_pings_nobody",
+    "bound_thread",
+    "content",
+    "contents",
+    "done",
+    "ephemeral",
+    "handlers_done",
+    "message_payload",
+    "persona_messages",
+    "run",
+    "settle",
+    "sleep_then_answer",
+    "spawn",
+    "status_line",
+    "text_messages",
+    "thread_of",
+]
+
+TIMEOUT = 10
+EPHEMERAL = 64
+ANNOUNCED = "completed its task."
+SLEEP = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
+
+
+def sleep_then_answer(messages: Any) -> Step:
+    """First a 5 s tool call, then an answer naming the task."""
+    if messages[-1].role == "user":
+        return Step(tool_calls=(SLEEP,))
+    task = next(m.content for m in messages if m.role == "user")
+    return Step(text=f"result of {task}")
+
+
+async def spawn(bot: Bot, task: str, **options: str) -> list:
+    w = bot.world
+    handle = await bot.fake.invoke_command(
+        w.guild, w.channel, w.alice, "agents spawn", {"task": task, **options}
+    )
+    async with asyncio.timeout(TIMEOUT):
+        return await handle.wait_followups(1)
+
+
+async def settle(bot: Bot, session_key: str) -> None:
+    agent = await bot.services.runtime.get(session_key)
+    async with asyncio.timeout(TIMEOUT):
+        await agent.wait_idle()
+        await bot.client.account.drain()
+
+
+async def done(bot: Bot) -> None:
+    """Every watcher, delivery and Discord send in flight has finished."""
+    async with asyncio.timeout(TIMEOUT):
+        await bot.services.subagents.wait_settled()
+        await bot.client.account.drain()
+
+
+async def handlers_done(event: str) -> None:
+    """Every discord.py handler of ``event`` dispatched so far has returned.
+
+    discord.py runs each handler in a task named after its event; once the
+    fake's ``sync`` says the event was parsed, that task exists.
+    """
+    name = f"discord.py: on_{event}"
+    running = [t for t in asyncio.all_tasks() if t.get_name() == name]
+    async with asyncio.timeout(TIMEOUT):
+        await asyncio.gather(*running)
+
+
+async def run(
+    bot: Bot, user: Any, command: str, channel: int | None = None, **options: str
+) -> InteractionResponse:
+    """Invoke ``command`` and return the answer the user sees (the reply or first followup)."""
+    handle = await bot.fake.invoke_command(
+        bot.world.guild, channel or bot.world.channel.id, user, command, options
+    )
+    async with asyncio.timeout(TIMEOUT):
+        callback = await handle.wait_response()
+        if callback.callback_type == 5:  # deferred: the answer is a followup
+            (callback,) = await handle.wait_followups(1)
+    return callback
+
+
+async def bound_thread(bot: Bot) -> tuple[Any, int]:
+    """Spawn a session-mode subagent (by alice); its binding and thread id."""
+    await spawn(bot, "greet", mode="session")
+    await settle(bot, bot.binding().target_session_key)
+    record = bot.binding()  # with what the first turn stored (the status line's id)
+    return record, int(record.conversation.conversation_id)
+
+
+def content(response: InteractionResponse) -> str:
+    return (response.body.get("data") or response.body)["content"]
+
+
+def ephemeral(response: InteractionResponse) -> bool:
+    return bool(int((response.body.get("data") or response.body).get("flags") or 0) & EPHEMERAL)
+
+
+def thread_of(followups: list) -> int:
+    (reply,) = followups
+    return int(re.search(r"<#(\d+)>", reply.body["content"]).group(1))
+
+
+def contents(bot: Bot, channel_id: int) -> list[str]:
+    return [m.content for m in bot.fake.messages_in(channel_id)]
+
+
+def persona_messages(fake: FakeDiscord, channel_id: int) -> list:
+    return [m for m in fake.messages_in(channel_id) if m.webhook_id is not None]
+
+
+def status_line(fake: FakeDiscord, thread_id: int) -> str:
+    (status,) = [m for m in fake.messages_in(thread_id) if m.content.startswith("Status:")]
+    return status.content
+
+
+def text_messages(fake: FakeDiscord, channel_id: int) -> list:
+    return [m for m in fake.messages_in(channel_id) if m.type == 0]
+
 
 PINGS_NOBODY: Final = {"parse": []}
 """``discord.AllowedMentions.none()`` as sent: no @everyone, role or user ping."""

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
-from typing import Any
 
 from structlog.testing import capture_logs
 
@@ -13,43 +11,11 @@ from bot.commands.focus import NOT_OWNER
 from core.bindings.repository import BindingRepository
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.providers.scripted import Step
-from fakediscord import InteractionResponse
-from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, settle, spawn
+from tests.e2e.conftest import StartBot
+from tests.e2e.helpers import bound_thread, content, ephemeral, run, settle, spawn
 
 SPAWN_PATH = FLAG_SPAWN_SUBAGENT_SESSIONS
-EPHEMERAL = 64
 HOUR_MS = 3_600_000
-
-
-async def run(
-    bot: Bot, user: Any, command: str, channel: int | None = None, **options: str
-) -> InteractionResponse:
-    """Invoke ``command`` and return the answer the user sees (the reply or first followup)."""
-    handle = await bot.fake.invoke_command(
-        bot.world.guild, channel or bot.world.channel.id, user, command, options
-    )
-    async with asyncio.timeout(TIMEOUT):
-        callback = await handle.wait_response()
-        if callback.callback_type == 5:  # deferred: the answer is a followup
-            (callback,) = await handle.wait_followups(1)
-    return callback
-
-
-def content(response: InteractionResponse) -> str:
-    return (response.body.get("data") or response.body)["content"]
-
-
-def ephemeral(response: InteractionResponse) -> bool:
-    return bool(int((response.body.get("data") or response.body).get("flags") or 0) & EPHEMERAL)
-
-
-async def bound_thread(bot: Bot) -> tuple[Any, int]:
-    """Spawn a session-mode subagent (by alice); its binding and thread id."""
-    await spawn(bot, "greet", mode="session")
-    await settle(bot, bot.binding().target_session_key)
-    record = bot.binding()  # with what the first turn stored (the status line's id)
-    return record, int(record.conversation.conversation_id)
 
 
 class TestConfig:

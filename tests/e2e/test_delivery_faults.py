@@ -22,7 +22,7 @@ from core.canary import build_report
 from core.errors import ProviderError
 from core.providers.scripted import Step
 from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, settle, spawn, status_line
+from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn, status_line
 
 ANSWER = "SURVIVED " + " ".join(f"w{i}" for i in range(60))
 EDIT = "/webhooks/*/*/messages/*"

@@ -17,38 +17,8 @@ from core.errors import DeliveryError
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
 from fakediscord import FakeDiscord
-from tests.e2e.conftest import TOKEN, Bot, Clients, StartBot, World
-
-TIMEOUT = 10
-
-
-async def spawn(bot: Bot, task: str, **options: str) -> list:
-    w = bot.world
-    handle = await bot.fake.invoke_command(
-        w.guild, w.channel, w.alice, "agents spawn", {"task": task, **options}
-    )
-    async with asyncio.timeout(TIMEOUT):
-        return await handle.wait_followups(1)
-
-
-async def settle(bot: Bot, session_key: str) -> None:
-    agent = await bot.services.runtime.get(session_key)
-    async with asyncio.timeout(TIMEOUT):
-        await agent.wait_idle()
-        await bot.client.account.drain()
-
-
-def persona_messages(fake: FakeDiscord, channel_id: int) -> list:
-    return [m for m in fake.messages_in(channel_id) if m.webhook_id is not None]
-
-
-def status_line(fake: FakeDiscord, thread_id: int) -> str:
-    (status,) = [m for m in fake.messages_in(thread_id) if m.content.startswith("Status:")]
-    return status.content
-
-
-def text_messages(fake: FakeDiscord, channel_id: int) -> list:
-    return [m for m in fake.messages_in(channel_id) if m.type == 0]
+from tests.e2e.conftest import TOKEN, Clients, StartBot, World
+from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn, status_line, text_messages
 
 
 class TestSpawn:

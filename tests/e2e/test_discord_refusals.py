@@ -17,24 +17,21 @@ from core.providers.scripted import Step
 from core.providers.types import ToolCall
 from fakediscord import Message
 from tests.e2e.conftest import TOKEN, Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, settle, spawn
-from tests.e2e.test_subagents import ANNOUNCED, contents, done, thread_of
+from tests.e2e.helpers import (
+    ANNOUNCED,
+    TIMEOUT,
+    contents,
+    done,
+    handlers_done,
+    persona_messages,
+    settle,
+    spawn,
+    thread_of,
+)
 
 SCOUT = {"scout": {"display_name": "Scout"}}
 ANSWER = "Findings: " + " ".join(f"point{i}" for i in range(40))
 MISSING_PERMISSIONS = 50013
-
-
-async def handlers_done(event: str) -> None:
-    """Every discord.py handler of ``event`` dispatched so far has returned.
-
-    discord.py runs each handler in a task named after its event; once the
-    fake's ``sync`` says the event was parsed, that task exists.
-    """
-    name = f"discord.py: on_{event}"
-    running = [t for t in asyncio.all_tasks() if t.get_name() == name]
-    async with asyncio.timeout(TIMEOUT):
-        await asyncio.gather(*running)
 
 
 def by_the_bot(bot: Bot, channel_id: int) -> list[Message]:

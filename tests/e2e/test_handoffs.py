@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from bot.commands.artifacts import NO_ARTIFACTS
-from bot.commands.steering import NOT_BOUND
-from bot.handoff_brief import brief_from_answer
-from bot.handoff_views import BRIEF_LABEL, NOT_YOURS
+from bot.commands.bound import NOT_BOUND
+from bot.handoffs.brief import brief_from_answer
+from bot.handoffs.views import BRIEF_LABEL, NOT_YOURS
 from core.agent.assignment import AGENT_ACTIVATED, active_agent
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
@@ -19,7 +19,7 @@ from core.sessions.tree import SessionTree
 from fakediscord import Message
 from fakediscord.interactions import InteractionHandle
 from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, settle, spawn
+from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn
 
 AGENTS: dict[str, Any] = {
     "scout": {
@@ -289,9 +289,9 @@ class TestRestart:
         self, start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The task was announced, the process stopped before the button: the restart posts it."""
-        import bot.handoff_views
+        import bot.handoffs.views
 
-        monkeypatch.setattr(bot.handoff_views, "watch_for_brief", lambda *_args: None)
+        monkeypatch.setattr(bot.handoffs.views, "watch_for_brief", lambda *_args: None)
         first, record = await scout_session(start_bot, [Step(text=SCOUT_ANSWER)])
         await first.services.subagents.wait_settled()
         thread_id = int(record.conversation.conversation_id)

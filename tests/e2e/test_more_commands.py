@@ -16,7 +16,7 @@ from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ToolCall
 from fakediscord import FakeDiscord
 from tests.e2e.conftest import TOKEN, Clients, StartBot, World
-from tests.e2e.test_discord_bot import TIMEOUT, settle, spawn
+from tests.e2e.helpers import TIMEOUT, settle, spawn
 
 SLEEP = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
 

@@ -17,9 +17,16 @@ from core.agent.agent import Agent
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
 from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.helpers import assert_pings_nobody
-from tests.e2e.test_admin_commands import bound_thread, content, ephemeral, run
-from tests.e2e.test_discord_bot import TIMEOUT, settle, spawn
+from tests.e2e.helpers import (
+    TIMEOUT,
+    assert_pings_nobody,
+    bound_thread,
+    content,
+    ephemeral,
+    run,
+    settle,
+    spawn,
+)
 
 SLEEP = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
 

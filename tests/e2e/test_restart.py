@@ -7,7 +7,7 @@ import asyncio
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
 from tests.e2e.conftest import StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, settle, spawn
+from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn
 
 
 async def test_restart_routes_thread_message_to_the_same_session(start_bot: StartBot) -> None:

@@ -15,7 +15,7 @@ from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.providers.scripted import Step
 from fakediscord import InteractionHandle
 from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT
+from tests.e2e.helpers import TIMEOUT
 
 EPHEMERAL = 64
 DEFERRED = 5

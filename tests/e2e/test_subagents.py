@@ -3,42 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
-from core.subagents import _repository
-from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, spawn
+from core.subagents import repository
+from tests.e2e.conftest import StartBot
+from tests.e2e.helpers import (
+    ANNOUNCED,
+    TIMEOUT,
+    contents,
+    done,
+    persona_messages,
+    sleep_then_answer,
+    spawn,
+    thread_of,
+)
 
-SLEEP = ToolCall(id="c1", name="sleep", arguments='{"seconds": 5}')
-ANNOUNCED = "completed its task."
 FAREWELL = "no longer bound to its agent: the subagent finished its task"
-
-
-async def done(bot: Bot) -> None:
-    """Every watcher, delivery and Discord send in flight has finished."""
-    async with asyncio.timeout(TIMEOUT):
-        await bot.services.subagents.wait_settled()
-        await bot.client.account.drain()
-
-
-def thread_of(followups: list) -> int:
-    (reply,) = followups
-    return int(re.search(r"<#(\d+)>", reply.body["content"]).group(1))
-
-
-def contents(bot: Bot, channel_id: int) -> list[str]:
-    return [m.content for m in bot.fake.messages_in(channel_id)]
-
-
-def sleep_then_answer(messages: Any) -> Step:
-    """First a 5 s tool call, then an answer naming the task."""
-    if messages[-1].role == "user":
-        return Step(tool_calls=(SLEEP,))
-    task = next(m.content for m in messages if m.role == "user")
-    return Step(text=f"result of {task}")
 
 
 async def test_two_concurrent_completions_land_in_their_own_threads_once(
@@ -62,7 +44,7 @@ async def test_two_concurrent_completions_land_in_their_own_threads_once(
     parent = contents(bot, bot.world.channel.id)
     assert not [c for c in parent if "result of" in c or ANNOUNCED in c]
     assert list(bot.services.bindings.live()) == []
-    statuses = await bot.services.database.run(_repository.delivery_statuses)
+    statuses = await bot.services.database.run(repository.delivery_statuses)
     assert sorted(statuses.values()) == ["delivered", "delivered"]
     states = sorted(r.state for r in await bot.services.subagents.list())
     assert states == ["completed", "completed"]
@@ -87,7 +69,7 @@ async def test_restart_between_completion_and_delivery_delivers_once(
     second = await start_bot([], db_name="restart.db")
     await second.services.subagents.start()  # the pick-up on_ready began, scheduled
     await done(second)
-    statuses = await second.services.database.run(_repository.delivery_statuses)
+    statuses = await second.services.database.run(repository.delivery_statuses)
     assert list(statuses.values()) == ["delivered"]
     said = contents(second, thread_id)
     assert len([c for c in said if ANNOUNCED in c]) == 1
@@ -202,7 +184,7 @@ async def test_restart_after_the_post_but_before_it_was_recorded_posts_nothing_m
     await done(second)
     said = contents(second, thread_id)
     assert len([c for c in said if ANNOUNCED in c]) == 1
-    statuses = await second.services.database.run(_repository.delivery_statuses)
+    statuses = await second.services.database.run(repository.delivery_statuses)
     assert list(statuses.values()) == ["delivered"]
     assert FAREWELL in said[-1]
 

@@ -8,7 +8,7 @@ import pytest
 
 from core.providers.scripted import Step
 from tests.e2e.conftest import StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, persona_messages, settle, spawn
+from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from bot.commands.steering import NOT_BOUND
+from bot.commands.bound import NOT_BOUND
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
 from fakediscord.models import InteractionResponse
 from tests.e2e.conftest import Bot, StartBot
-from tests.e2e.test_discord_bot import TIMEOUT, settle, spawn
+from tests.e2e.helpers import TIMEOUT, settle, spawn
 
 EPHEMERAL = 64
 

@@ -7,14 +7,28 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
-from core.agent import AgentBusy, AgentSettings, StepInfo, StopPolicy, TextDelta
+from core.agent import (
+    Agent,
+    AgentBusy,
+    AgentSettings,
+    StepInfo,
+    StopPolicy,
+    TextDelta,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+)
 from core.agent.messages import SKIPPED_RESULT, render_steering
 from core.errors import ProviderError
-from core.providers.scripted import Step
+from core.logging import get_logger
+from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import Usage
+from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.agents import Harness, make_harness, sqlite_database, tools_step
+from tests.fixtures.agents import Harness, WorkArgs, make_harness, sqlite_database, tools_step
 
 
 @pytest.fixture
@@ -302,3 +316,25 @@ def test_settings_from_config() -> None:
     assert settings.stop_policy == StopPolicy(
         max_steps_per_turn=7, max_total_tokens=None, max_cost_usd=2.5
     )
+
+
+async def test_lines_logged_during_a_turn_carry_the_session_key(db: Database) -> None:
+    """The agent's task runs with the session key bound: a tool's log line names it."""
+
+    async def note(_args: WorkArgs, _context: ToolContext) -> str:
+        get_logger("tool").info("tool.ran")
+        return "noted"
+
+    log = SessionLog(db)
+    agent = Agent(
+        await log.load("agent:ctx"),
+        log,
+        ScriptedProvider([tools_step("a"), Step(text="done")]),
+        ToolRegistry([Tool("work", "Take a note.", WorkArgs, note)]),
+    )
+    with capture_logs(processors=[merge_contextvars]) as logs:
+        await agent.send("go")
+        async with asyncio.timeout(10):
+            await agent.wait_idle()
+    (line,) = [e for e in logs if e["event"] == "tool.ran"]
+    assert line["session_key"] == "agent:ctx"

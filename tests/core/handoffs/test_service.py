@@ -9,7 +9,7 @@ from sqlalchemy.exc import OperationalError
 
 from core.clock import FakeClock
 from core.errors import HandoffError, SessionError, StoreError
-from core.handoffs import EVENT_TYPES, HandoffService, _repository
+from core.handoffs import EVENT_TYPES, HandoffService, repository
 from core.sessions import SessionLog, SessionTree
 from core.sessions.payloads import event_kind
 from core.store import Database
@@ -204,7 +204,7 @@ class TestRebuild:
             raise OperationalError("UPDATE handoffs", {}, Exception("disk full"))
 
         with monkeypatch.context() as patch:
-            patch.setattr(_repository, "upsert", broken)
+            patch.setattr(repository, "upsert", broken)
             with pytest.raises(StoreError, match="rebuild_from_events repairs it"):
                 await service.accept(tree, handoff_id, actor="u")
         assert [r.status for r in await service.list(KEY)] == ["offered"]

@@ -47,6 +47,12 @@ class TestRender:
         assert "binding has ended" in text
         assert text.endswith("the answer")
 
+    def test_a_session_whose_binding_ended_is_given_no_cause(self) -> None:
+        """The binding may have ended by /unfocus or expiry, its thread still there: the text
+        must not say the thread is gone or unreachable."""
+        text = session_fallback(session_bound=False).lower()
+        assert not [word for word in ("reach", "deleted", "locked", "gone") if word in text]
+
     def test_the_bound_announcement_is_unchanged(self) -> None:
         text = render_completion(
             name="Scout", outcome="completed", result="x", mode="session", bound=True

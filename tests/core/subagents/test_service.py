@@ -12,7 +12,7 @@ from core.clock import FakeClock
 from core.errors import BindingError, FeatureDisabled, ProviderError
 from core.providers.types import ToolCall
 from core.store import Database
-from core.subagents import SpawnRefused, _repository
+from core.subagents import SpawnRefused, repository
 from core.subagents.events import CHILD_FINISHED, COMPLETED, SPAWNED
 from tests.core.subagents.harness import CHANNEL, Harness, Step, harness
 from tests.fixtures.bindings import conv
@@ -310,7 +310,7 @@ class TestRecovery:
             await second.settle()
             assert len(second.sink.bound) == 1
             assert second.adapter.farewells[0][1] == "run-complete"
-            statuses = await second.database.run(_repository.delivery_statuses)
+            statuses = await second.database.run(repository.delivery_statuses)
             assert list(statuses.values()) == ["delivered"]
             assert spawned.record.session_key in {
                 r.session_key for r in await second.service.list()
@@ -335,7 +335,7 @@ class TestDiedMidPost:
         first.sink.post_bound = post_then_die  # type: ignore[method-assign]
         await first.service.spawn(first.request(thread=True))
         await first.settle()
-        statuses = await first.database.run(_repository.delivery_statuses)
+        statuses = await first.database.run(repository.delivery_statuses)
         assert list(statuses.values()) == ["sending"]
         await first.close()
         await first.database.close()
@@ -356,7 +356,7 @@ class TestDiedMidPost:
             await second.settle()
             assert len(channel.bound) == 1
             assert channel.lookups == 1
-            statuses = await second.database.run(_repository.delivery_statuses)
+            statuses = await second.database.run(repository.delivery_statuses)
             assert list(statuses.values()) == ["delivered"]
         finally:
             await second.close()

@@ -4,8 +4,8 @@ Operators run it (``python -m bot canary LOGFILE [--since 2h] [--json]``)
 before widening a rollout. It is pure: :func:`build_report` turns log lines into
 a :class:`CanaryReport`, :func:`render_text` turns that into text, and
 :func:`run_canary` only adds file reading and the exit status.
-The report models (:mod:`core._canary_models`) and the text rendering
-(:mod:`core._canary_render`) live apart and are re-exported here.
+The report models (:mod:`core.canary.models`) and the text rendering
+(:mod:`core.canary.render`) live apart; :mod:`core.canary` re-exports all three.
 
 Two findings are violations of the routing invariants (SPEC.md) and make the
 exit status 1:
@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from core._canary_models import (
+from core.canary.models import (
     CanaryReport,
     DuplicateDelivery,
     GroupSummary,
@@ -45,23 +45,12 @@ from core._canary_models import (
     MalformedLines,
     WebhookFailure,
 )
-from core._canary_render import render_text
+from core.canary.render import render_text
 from core.clock import utcnow
 from core.log_events import LogEvent
 from core.logging import TIMESTAMP_KEY
 
-__all__ = [
-    "CanaryReport",
-    "DuplicateDelivery",
-    "GroupSummary",
-    "HiddenFallback",
-    "MalformedLines",
-    "WebhookFailure",
-    "build_report",
-    "parse_duration",
-    "render_text",
-    "run_canary",
-]
+__all__ = ["build_report", "parse_duration", "run_canary"]
 
 MISSING = "-"
 MAX_LISTED_MALFORMED = 5

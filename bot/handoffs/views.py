@@ -1,6 +1,6 @@
 """Handoffs in Discord: the persistent buttons, and Accept / Reject.
 
-The brief button (:mod:`bot.handoff_brief`) and Accept / Reject are
+The brief button (:mod:`bot.handoffs.brief`) and Accept / Reject are
 :class:`discord.ui.DynamicItem` buttons whose ``custom_id`` carries what they
 act on (a binding id, a handoff id), registered once with
 ``client.add_dynamic_items``: a press is understood from the id alone, so the
@@ -26,7 +26,11 @@ from typing import Any, Final
 
 import discord
 
-from bot._handoff_ui import (
+from bot.account import AccountRuntime
+from bot.commands.bound import NOT_BOUND, binding_here
+from bot.commands.permissions import may_change
+from bot.handoffs.brief import brief_pressed, watch_for_brief
+from bot.handoffs.ui import (
     BRIEF_LABEL,
     BRIEF_TEMPLATE,
     HANDOFF_TEMPLATE,
@@ -40,10 +44,6 @@ from bot._handoff_ui import (
     offer_view,
     say,
 )
-from bot.account import AccountRuntime
-from bot.commands.permissions import may_change
-from bot.commands.steering import NOT_BOUND, binding_here
-from bot.handoff_brief import brief_pressed, watch_for_brief
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 from core.errors import ThreadboundError

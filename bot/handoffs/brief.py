@@ -18,7 +18,9 @@ from typing import Final
 
 import discord
 
-from bot._handoff_ui import (
+from bot.account import AccountRuntime
+from bot.commands.permissions import may_change
+from bot.handoffs.ui import (
     NO_MENTIONS,
     NOT_YOURS,
     brief_view,
@@ -26,8 +28,6 @@ from bot._handoff_ui import (
     offer_view,
     say,
 )
-from bot.account import AccountRuntime
-from bot.commands.permissions import may_change
 from core.agent.agent import Agent
 from core.agent.assignment import AGENT_ACTIVATED, active_agent
 from core.agent.events import AgentEvent, TurnEnded

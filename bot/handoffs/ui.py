@@ -1,7 +1,7 @@
 """What the handoff buttons share: their custom ids and how answers are sent.
 
 The buttons are plain components here (a ``custom_id`` is all Discord keeps);
-:mod:`bot.handoff_views` registers the :class:`discord.ui.DynamicItem` classes
+:mod:`bot.handoffs.views` registers the :class:`discord.ui.DynamicItem` classes
 that understand a press from that id alone, restart or not.
 """
 

@@ -1,13 +1,13 @@
 """Text rendering of a canary report: what an operator reads before widening a rollout.
 
-Kept apart from :mod:`core.canary` so the log replay there stays about finding
+Kept apart from :mod:`core.canary.report` so the log replay there stays about finding
 violations, and the wording here can change without touching it. Import
 :func:`render_text` from :mod:`core.canary`, which re-exports it.
 """
 
 from __future__ import annotations
 
-from core._canary_models import CanaryReport
+from core.canary.models import CanaryReport
 
 __all__ = ["render_text"]
 
