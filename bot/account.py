@@ -59,19 +59,32 @@ class AccountRuntime:
         services.sinks.register(
             DiscordCompletionSink(self.delivery, before_post=self._settle_presenter)
         )
-        services.subagents.on_started(self._subagent_started)
+        # Who shows an agent in a thread is decided here alone: when an agent is built
+        # (first use, a restart, after a crash or eviction) and when a thread is bound.
         services.runtime.on_agent_started(self._agent_started)
+        self.manager.on_binding_started = self._binding_started
         self.manager.on_binding_ended = self._binding_ended
         self.manager.archive_minutes = services.config.discord.thread_auto_archive_minutes
 
     def _agent_started(self, agent: Agent) -> None:
         """Any agent built for a session bound here (first use, or rebuilt) is shown there."""
         for binding in self.services.bindings.list_by_session(agent.session_key):
-            conversation = binding.conversation
-            if binding.status != "active" or conversation.channel != "discord":
-                continue
-            if conversation.account_id == self.account_id:
+            if self._shows(binding):
                 self.present(binding, agent)
+
+    def _binding_started(self, record: SessionBindingRecord) -> None:
+        """A thread bound to a session whose agent is already in memory shows it from now."""
+        agent = self.services.runtime.peek(record.target_session_key)
+        if agent is not None and self._shows(record):
+            self.present(record, agent)
+
+    def _shows(self, binding: SessionBindingRecord) -> bool:
+        conversation = binding.conversation
+        return (
+            binding.status == "active"
+            and conversation.channel == "discord"
+            and conversation.account_id == self.account_id
+        )
 
     async def thread_deleted(self, thread_id: int, parent_id: int | None = None) -> None:
         """Discord deleted a thread: its binding here ends ``thread-deleted``, without farewell.
@@ -89,16 +102,6 @@ class AccountRuntime:
         entry = self._presenters.pop(record.binding_id, None)
         if entry is not None:
             entry[2].detach()
-
-    def _subagent_started(
-        self, _record: object, binding: SessionBindingRecord | None, agent: Agent
-    ) -> None:
-        """A subagent of this account runs (spawned, or resumed after a restart): show it."""
-        if binding is None:
-            return
-        conversation = binding.conversation
-        if conversation.channel == "discord" and conversation.account_id == self.account_id:
-            self.present(binding, agent)
 
     async def _settle_presenter(self, binding: SessionBindingRecord) -> None:
         """Everything the thread's presenter queued lands before an announcement."""

@@ -99,7 +99,6 @@ class ThreadboundClient(discord.Client):
             conversation_of(self.account_id, message.channel),
             message.content,
             author_id=str(message.author.id),
-            before_delivery=self.account.present,
         )
         if result is None:
             return

@@ -11,7 +11,6 @@ reaction, the status line).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -57,26 +56,24 @@ class InboundRouter:
         text: str,
         *,
         author_id: str | None = None,
-        before_delivery: Callable[[SessionBindingRecord, Agent], None] | None = None,
+        mode: Mode | None = None,
     ) -> InboundResult | None:
         """Deliver ``text``; None when the conversation is not bound (not ours to answer).
 
-        ``before_delivery`` runs once the agent is known and before the message
-        reaches it, so an observer (the thread's presenter) sees the whole turn.
+        ``mode`` is what an explicit command asks for (``/steer``, ``/followup``);
+        without it the text says (a ``>>`` prefix) or the binding's default does.
+        Whoever shows the agent in the conversation is attached by the runtime
+        when the agent starts, not here.
         """
         binding = self._bindings.resolve_by_conversation(conversation)
         if binding is None or binding.status != "active":
             return None
         self._bindings.touch(binding.binding_id)
-        default: Mode = (
-            "follow_up" if binding.metadata.get("default_mode") == "follow_up" else "steer"
-        )
-        mode, body = parse_mode(text, default)
+        if mode is None:
+            default: Mode = (
+                "follow_up" if binding.metadata.get("default_mode") == "follow_up" else "steer"
+            )
+            mode, text = parse_mode(text, default)
         agent = await self._agents.get(binding.target_session_key)
-        if before_delivery is not None:
-            before_delivery(binding, agent)
-        if mode == "follow_up":
-            submission = await agent.follow_up(body, author_id=author_id)
-        else:
-            submission = await agent.steer(body, author_id=author_id)
-        return InboundResult(binding, mode, submission)
+        entry = agent.follow_up if mode == "follow_up" else agent.steer
+        return InboundResult(binding, mode, await entry(text, author_id=author_id))

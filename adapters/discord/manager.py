@@ -67,6 +67,8 @@ class ThreadBindingManager:
     def __init__(self, account_id: str, client: discord.Client) -> None:
         self._account_id = account_id
         self._client = client
+        self.on_binding_started: Callable[[SessionBindingRecord], None] | None = None
+        """Set by the account that shows agents in threads: show this one's agent here."""
         self.on_binding_ended: Callable[[SessionBindingRecord], None] | None = None
         """Set by the account that shows agents in threads: stop showing this one."""
         self.archive_minutes: ThreadArchiveDuration = DEFAULT_ARCHIVE_MINUTES
@@ -135,6 +137,8 @@ class ThreadBindingManager:
         return conversation_for(self._account_id, thread.id, parent.id)
 
     async def on_bound(self, record: SessionBindingRecord) -> None:
+        if self.on_binding_started is not None:
+            self.on_binding_started(record)
         persona = record.metadata.get("persona") or {}
         name = persona.get("name") or record.target_session_key
         await self._say(record, intro(record, name))

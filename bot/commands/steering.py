@@ -7,27 +7,32 @@ open to everyone: a thread is a conversation.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.commands.bound import binding_for
+from bot.commands.bound import NOT_BOUND, binding_for
 
 __all__ = ["steering_commands"]
 
 
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
-    async def deliver(interaction: discord.Interaction, message: str, mode: str) -> None:
+    async def deliver(
+        interaction: discord.Interaction, message: str, mode: Literal["steer", "follow_up"]
+    ) -> None:
         record = await binding_for(account, interaction, changes=True)
         if record is None:
             return
-        agent = await account.services.runtime.get(record.target_session_key)
-        account.present(record, agent)
-        account.services.bindings.touch(record.binding_id)
-        entry = agent.steer if mode == "steer" else agent.follow_up
-        submission = await entry(message, author_id=str(interaction.user.id))
+        result = await account.services.inbound.handle(
+            record.conversation, message, author_id=str(interaction.user.id), mode=mode
+        )
+        if result is None:  # the binding ended in between
+            await interaction.response.send_message(NOT_BOUND, ephemeral=True)
+            return
         word = "Steering" if mode == "steer" else "Queued as a follow-up"
-        if not submission.queued:
+        if not result.submission.queued:
             word = "Started a turn with"
         await interaction.response.send_message(f"{word}: {message}")
 

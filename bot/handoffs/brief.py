@@ -233,7 +233,6 @@ async def _produce_brief(
     )
     origin = _conversation_nodes(agent.tree)
     before = len(agent.tree.path())
-    account.present(record, agent)
     await agent.send(
         f"Write the brief for {display_name(profiles, target)}: first line a title, "
         "then a summary of what was decided.",

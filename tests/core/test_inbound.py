@@ -104,3 +104,19 @@ async def test_binding_can_default_to_follow_up(db: Database) -> None:
     assert result.mode == "follow_up"
     tools.release("a")
     await (await runtime.get("agent:1")).wait_idle()
+
+
+async def test_an_explicit_mode_wins_and_the_text_is_kept(db: Database) -> None:
+    """/steer and /followup name the mode: no '>>' parsing, no binding default."""
+    bindings, runtime, tools, _ = await setup(db, [tools_step("a"), Step(text="t"), Step(text="f")])
+    await bindings.bind("agent:1", "session", conv("t1"), metadata={"default_mode": "follow_up"})
+    router = InboundRouter(bindings, runtime)
+    await router.handle(conv("t1"), "go")
+    await tools.wait_started("a")
+    steer = await router.handle(conv("t1"), ">> literally this", mode="steer")
+    assert (steer.mode, steer.submission.queued) == ("steer", True)
+    tools.release("a")
+    agent = await runtime.get("agent:1")
+    await agent.wait_idle()
+    steered = [e.payload["text"] for e in agent.tree.events if e.delivery_mode == "steer"]
+    assert steered == [">> literally this"]
