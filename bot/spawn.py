@@ -34,7 +34,7 @@ from core.sessions.tree import SessionTree
 from core.subagents import service as core_spawn
 from core.subagents.service import SpawnRefused
 
-__all__ = ["SpawnPlan", "SpawnRefused", "SpawnRequest", "SpawnResult", "plan", "spawn"]
+__all__ = ["SpawnCommand", "SpawnPlan", "SpawnRefused", "SpawnResult", "plan", "spawn"]
 
 
 _log = get_logger("bot.spawn")
@@ -42,7 +42,7 @@ _NO_MENTIONS = discord.AllowedMentions.none()
 
 
 @dataclass(frozen=True, slots=True)
-class SpawnRequest:
+class SpawnCommand:
     guild_id: int
     channel: discord.abc.MessageableChannel
     user_id: int
@@ -63,7 +63,7 @@ class SpawnPlan:
     """A request that passed every check needing no I/O; :meth:`run` does the I/O."""
 
     account: AccountRuntime
-    request: SpawnRequest
+    request: SpawnCommand
     core: core_spawn.SpawnRequest
     """What the spawn use case gets; ``thread`` says whether this is the threaded path."""
     agent_id: str | None = None
@@ -84,7 +84,7 @@ class SpawnPlan:
         )
 
 
-def plan(account: AccountRuntime, request: SpawnRequest) -> SpawnPlan:
+def plan(account: AccountRuntime, request: SpawnCommand) -> SpawnPlan:
     """Check ``request`` without any I/O: the same refusals as the spawn itself.
 
     Raises:
@@ -110,7 +110,7 @@ def plan(account: AccountRuntime, request: SpawnRequest) -> SpawnPlan:
     return SpawnPlan(account, request, core, services.subagents.check(core))
 
 
-async def spawn(account: AccountRuntime, request: SpawnRequest) -> SpawnResult:
+async def spawn(account: AccountRuntime, request: SpawnCommand) -> SpawnResult:
     """Start a subagent on ``request.task``; raises FeatureDisabled for a refused thread."""
     return await plan(account, request).run()
 
@@ -126,7 +126,7 @@ def _threads_on(account: AccountRuntime, guild_id: int) -> bool:
 
 
 async def _legacy(
-    account: AccountRuntime, request: SpawnRequest, session_key: str, agent_id: str | None
+    account: AccountRuntime, request: SpawnCommand, session_key: str, agent_id: str | None
 ) -> SpawnResult:
     """No thread: run the task and post the answer in the channel it was asked from.
 

@@ -36,12 +36,12 @@ from core.logging import get_logger, is_enabled
 __all__ = [
     "BindingLookup",
     "BoundDeliveryRouter",
-    "DeliveryMode",
     "DeliveryResolution",
     "ResolutionReason",
+    "RouteMode",
 ]
 
-DeliveryMode = Literal["bound", "fallback"]
+RouteMode = Literal["bound", "fallback"]
 ResolutionReason = Literal[
     "missing-target-session",
     "no-active-binding",
@@ -76,7 +76,7 @@ class DeliveryResolution(NamedTuple):
     """
 
     binding: SessionBindingRecord | None
-    mode: DeliveryMode
+    mode: RouteMode
     reason: ResolutionReason
 
     @property

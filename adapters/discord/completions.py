@@ -47,8 +47,7 @@ class DiscordCompletionSink:
         if self._before_post is not None:
             await self._before_post(binding)
         # The header names the persona: posted by the bot, it needs no name before it.
-        sent = await self._delivery.send(binding, persona_of(binding), content, signed=True)
-        return Posted(sent.message_id, sent.path)
+        return await self._delivery.send(binding, persona_of(binding), content, signed=True)
 
     async def post_to(self, conversation: ConversationRef, content: str) -> Posted:
         channel_id = snowflake(conversation.conversation_id)

@@ -48,6 +48,7 @@ from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.errors import DeliveryError
 from core.logging import get_logger
+from core.subagents.delivery import Posted
 
 __all__ = [
     "DEFAULT_PERSONA",
@@ -55,7 +56,6 @@ __all__ = [
     "THREAD_DELETED",
     "BotSink",
     "Persona",
-    "SentMessage",
     "StatusSink",
     "ThreadDelivery",
     "ThreadSink",
@@ -109,12 +109,6 @@ def spoken_by(persona: Persona | None, content: str) -> str:
     return _name_tag(persona) + content
 
 
-@dataclass(frozen=True, slots=True)
-class SentMessage:
-    message_id: str
-    path: Path
-
-
 class _ThreadLost(Exception):
     """The thread cannot be written to any more; ``reason`` is the binding's end reason."""
 
@@ -143,7 +137,7 @@ class ThreadDelivery:
 
     async def send(
         self, record: SessionBindingRecord, persona: Persona, content: str, *, signed: bool = False
-    ) -> SentMessage:
+    ) -> Posted:
         """Post ``content`` in the record's thread; raises DeliveryError if nothing got there.
 
         ``signed``: the content already names who speaks (an announcement's
@@ -173,15 +167,15 @@ class ThreadDelivery:
         await asyncio.shield(ending)
 
     async def edit(
-        self, record: SessionBindingRecord, sent: SentMessage, persona: Persona, content: str
-    ) -> SentMessage:
+        self, record: SessionBindingRecord, sent: Posted, persona: Persona, content: str
+    ) -> Posted:
         """Show ``content`` in ``sent``; returns where it shows now.
 
         That is ``sent`` itself, or a new message when ``sent`` can no longer be
         edited (deleted by someone, or made by a webhook that was deleted).
         """
 
-        async def once() -> SentMessage:
+        async def once() -> Posted:
             try:
                 await self._edit_once(record, sent, persona, content)
                 return sent
@@ -210,7 +204,7 @@ class ThreadDelivery:
     async def bot_edit(self, record: SessionBindingRecord, message_id: str, content: str) -> str:
         """Edit a bot message (posted again if it was deleted); returns where it shows."""
 
-        async def once() -> SentMessage:
+        async def once() -> Posted:
             thread = await self._thread_of(record)
             try:
                 await thread.get_partial_message(int(message_id)).edit(
@@ -220,7 +214,7 @@ class ThreadDelivery:
                 if exc.code != UNKNOWN_MESSAGE:
                     raise
                 return await self._bot_post(record, content)
-            return SentMessage(message_id, "bot")
+            return Posted(message_id, "bot")
 
         return (await self._reliably(record, "bot", once)).message_id
 
@@ -228,7 +222,7 @@ class ThreadDelivery:
 
     async def _post(
         self, record: SessionBindingRecord, persona: Persona, content: str, *, signed: bool = False
-    ) -> SentMessage:
+    ) -> Posted:
         """Post under the persona, or as the bot when the webhook cannot be used."""
         parent = self._parent_id(record)
         speaker = None if signed else persona
@@ -248,7 +242,7 @@ class ThreadDelivery:
                     allowed_mentions=_NO_MENTIONS,
                     wait=True,
                 )
-                return SentMessage(str(message.id), "webhook")
+                return Posted(str(message.id), "webhook")
             except discord.NotFound as exc:
                 if exc.code != UNKNOWN_WEBHOOK or attempt == 2:
                     raise
@@ -259,7 +253,7 @@ class ThreadDelivery:
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _edit_once(
-        self, record: SessionBindingRecord, sent: SentMessage, persona: Persona, content: str
+        self, record: SessionBindingRecord, sent: Posted, persona: Persona, content: str
     ) -> None:
         if sent.path == "webhook":
             hook = await self._webhooks.get(self._parent_id(record))
@@ -277,11 +271,11 @@ class ThreadDelivery:
 
     async def _bot_post(
         self, record: SessionBindingRecord, content: str, persona: Persona | None = None
-    ) -> SentMessage:
+    ) -> Posted:
         """Post as the bot; a persona's words are prefixed with its name, so readers know."""
         thread = await self._thread_of(record)
         message = await thread.send(spoken_by(persona, content), allowed_mentions=_NO_MENTIONS)
-        return SentMessage(str(message.id), "bot")
+        return Posted(str(message.id), "bot")
 
     # -- retry, repair, give up ----------------------------------------------------
 
@@ -289,8 +283,8 @@ class ThreadDelivery:
         self,
         record: SessionBindingRecord,
         path: Path,
-        call: Callable[[], Awaitable[SentMessage]],
-    ) -> SentMessage:
+        call: Callable[[], Awaitable[Posted]],
+    ) -> Posted:
         """Run ``call`` with retries and repairs; DeliveryError once nothing more helps."""
         try:
             sent = await retrying(lambda: self._reopening(record, call), clock=self.bindings.clock)
@@ -480,7 +474,7 @@ class ThreadSink:
         self._delivery = delivery
         self._record = record
         self._persona = persona
-        self._sent: dict[str, SentMessage] = {}
+        self._sent: dict[str, Posted] = {}
         self._by_bot = False
 
     def limit(self) -> int:
@@ -499,7 +493,7 @@ class ThreadSink:
         sent = self._sent[message_id]
         return self._keep(await self._delivery.edit(self._record, sent, self._persona, content))
 
-    def _keep(self, sent: SentMessage) -> str:
+    def _keep(self, sent: Posted) -> str:
         self._sent[sent.message_id] = sent
         self._by_bot = self._by_bot or sent.path == "bot"
         return sent.message_id

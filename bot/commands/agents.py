@@ -17,7 +17,7 @@ import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
-from bot.spawn import SpawnRequest, plan
+from bot.spawn import SpawnCommand, plan
 from core.errors import ThreadboundError
 from core.logging import get_logger
 
@@ -52,7 +52,7 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
                 "Subagents are spawned in a server channel.", ephemeral=True
             )
             return
-        request = SpawnRequest(
+        request = SpawnCommand(
             guild_id=interaction.guild_id,
             channel=interaction.channel,  # type: ignore[arg-type]
             user_id=interaction.user.id,

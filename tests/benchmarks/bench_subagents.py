@@ -37,7 +37,7 @@ import discord  # noqa: E402
 from adapters.discord.endpoints import use_endpoints  # noqa: E402
 from adapters.discord.manager import ManagerRegistry  # noqa: E402
 from bot.client import ThreadboundClient  # noqa: E402
-from bot.spawn import SpawnRequest, spawn  # noqa: E402
+from bot.spawn import SpawnCommand, spawn  # noqa: E402
 from bot.wiring import build_services  # noqa: E402
 from core.clock import FakeClock  # noqa: E402
 from core.config import parse_config  # noqa: E402
@@ -134,7 +134,7 @@ async def main() -> None:
             started = time.perf_counter()
             result = await spawn(
                 bot.account,
-                SpawnRequest(seed["guild"], where, seed["alice"], f"task {i}"),  # type: ignore[arg-type]
+                SpawnCommand(seed["guild"], where, seed["alice"], f"task {i}"),  # type: ignore[arg-type]
             )
             total = time.perf_counter() - started
             waited = _discord_time.pop(task)
