@@ -57,7 +57,7 @@ class AccountRuntime:
         """Work on one binding that must not run twice at once (a double press, say)."""
         self._min_edit_interval = min_edit_interval
         services.sinks.register(
-            DiscordCompletionSink(self.delivery, before_post=self._settle_presenter)
+            DiscordCompletionSink(self.delivery, before_post=self._settle_presenter), replace=True
         )
         # Who shows an agent in a thread is decided here alone: when an agent is built
         # (first use, a restart, after a crash or eviction) and when a thread is bound.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from core.bindings.records import ConversationRef, SessionBindingRecord
-from core.errors import BindingError
+from core.registry import PerAccount
 
 __all__ = ["AdapterRegistry", "ChannelAdapter"]
 
@@ -49,25 +49,8 @@ class ChannelAdapter(Protocol):
         ...
 
 
-class AdapterRegistry:
-    """Exactly one adapter per (channel, account_id).
-
-    Registering a second adapter for the same pair is an error unless
-    ``replace=True``: a silent second instance is how a stale token kept being
-    used after a manager was re-created upstream.
-    """
+class AdapterRegistry(PerAccount[ChannelAdapter]):
+    """Exactly one adapter per (channel, account_id); see :class:`core.registry.PerAccount`."""
 
     def __init__(self) -> None:
-        self._adapters: dict[tuple[str, str], ChannelAdapter] = {}
-
-    def register(self, adapter: ChannelAdapter, *, replace: bool = False) -> None:
-        key = (adapter.channel.lower(), adapter.account_id)
-        if key in self._adapters and not replace and self._adapters[key] is not adapter:
-            raise BindingError(
-                f"an adapter for {key[0]}/{key[1]} is already registered; "
-                "reuse it, or pass replace=True to swap it"
-            )
-        self._adapters[key] = adapter
-
-    def get(self, channel: str, account_id: str, /) -> ChannelAdapter | None:
-        return self._adapters.get((channel.lower(), account_id))
+        super().__init__("channel adapter")

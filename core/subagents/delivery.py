@@ -18,7 +18,7 @@ was recorded). Found, the row is marked delivered without a second post.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -29,6 +29,7 @@ from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
 from core.log_events import DeliveryPath
 from core.logging import get_logger
+from core.registry import PerAccount
 from core.routing import BoundDeliveryRouter, DeliveryResolution
 from core.store.database import Database
 from core.subagents import repository
@@ -71,20 +72,11 @@ class CompletionSink(Protocol):
         ...
 
 
-class SinkRegistry:
-    """One completion sink per (channel, account); a later one replaces the earlier."""
+class SinkRegistry(PerAccount[CompletionSink]):
+    """One completion sink per (channel, account); see :class:`core.registry.PerAccount`."""
 
     def __init__(self) -> None:
-        self._sinks: dict[tuple[str, str], CompletionSink] = {}
-
-    def register(self, sink: CompletionSink) -> None:
-        self._sinks[(sink.channel.lower(), sink.account_id)] = sink
-
-    def get(self, channel: str, account_id: str, /) -> CompletionSink | None:
-        return self._sinks.get((channel.lower(), account_id))
-
-    def __iter__(self) -> Iterator[CompletionSink]:
-        return iter(self._sinks.values())
+        super().__init__("completion sink")
 
 
 NameOf = Callable[[SubagentRecord], str]
