@@ -35,6 +35,7 @@ from core.store.database import Database
 from core.subagents import repository
 from core.subagents.announce import render_completion
 from core.subagents.records import Outcome, SubagentRecord
+from core.subagents.repository import PendingCompletion
 
 __all__ = ["CompletionDelivery", "CompletionSink", "Posted", "SinkRegistry"]
 
@@ -124,7 +125,7 @@ class CompletionDelivery:
             )
         )
 
-    async def recover(self) -> list[repository.PendingCompletion]:
+    async def recover(self) -> list[PendingCompletion]:
         """At start-up: the completions a previous process recorded but did not post.
 
         Posts this process has in flight are left alone: only a dead process's
@@ -145,7 +146,7 @@ class CompletionDelivery:
             try:
                 await self._post(row, subagent)
             except DeliveryError as exc:
-                give_up = isinstance(exc, Undeliverable) or row["attempts"] >= self._max_attempts
+                give_up = isinstance(exc, Undeliverable) or row.attempts >= self._max_attempts
                 log_events.emit(
                     log_events.DeliveryFailed(
                         completion_id=completion_id,
@@ -161,13 +162,13 @@ class CompletionDelivery:
                 await self._db.run(repository.release, completion_id, give_up)
                 if give_up:
                     return False
-                await self.clock.sleep(self._retry_seconds * row["attempts"])
+                await self.clock.sleep(self._retry_seconds * row.attempts)
                 continue
             finally:
                 self._in_flight.discard(completion_id)
             return True
 
-    async def _post(self, row: dict, subagent: SubagentRecord) -> None:
+    async def _post(self, row: PendingCompletion, subagent: SubagentRecord) -> None:
         resolution = self._router.resolve_destination(
             target_session_key=subagent.session_key, requester=subagent.requester
         )
@@ -184,7 +185,7 @@ class CompletionDelivery:
         await self._post_fallback(row, subagent, resolution)
 
     async def _post_bound(
-        self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution
+        self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> None:
         binding = resolution.binding
         assert binding is not None
@@ -199,12 +200,12 @@ class CompletionDelivery:
         )
 
     async def _post_fallback(
-        self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution
+        self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> None:
         requester = subagent.requester
         log_events.emit(
             log_events.DeliveryFallback(
-                completion_id=row["completion_id"],
+                completion_id=row.completion_id,
                 reason=resolution.reason,
                 target_session_key=subagent.session_key,
                 channel=requester.channel if requester else None,
@@ -217,7 +218,7 @@ class CompletionDelivery:
         )
         if requester is None or not requester.conversation_id:
             raise Undeliverable(
-                f"completion {row['completion_id']} has no bound destination "
+                f"completion {row.completion_id} has no bound destination "
                 f"({resolution.reason}) and no requester to fall back to"
             )
         content = self._render(row, subagent, resolution)
@@ -232,7 +233,7 @@ class CompletionDelivery:
 
     async def _send(
         self,
-        row: dict,
+        row: PendingCompletion,
         subagent: SubagentRecord,
         resolution: DeliveryResolution,
         conversation: ConversationRef,
@@ -247,7 +248,7 @@ class CompletionDelivery:
         await self._mark(row, resolution, conversation.conversation_id, posted)
         log_events.emit(
             log_events.DeliverySent(
-                completion_id=row["completion_id"],
+                completion_id=row.completion_id,
                 path=posted.path,
                 mode=resolution.mode,
                 binding_id=resolution.binding.binding_id if resolution.binding else None,
@@ -261,15 +262,19 @@ class CompletionDelivery:
         )
 
     async def _already_posted(
-        self, sink: CompletionSink, row: dict, conversation: ConversationRef, content: str
+        self,
+        sink: CompletionSink,
+        row: PendingCompletion,
+        conversation: ConversationRef,
+        content: str,
     ) -> Posted | None:
         """For a post a dead process may have made: is it there already?"""
-        if not row.get("uncertain"):
+        if not row.uncertain:
             return None
-        found = await sink.find_posted(conversation, content, row["created_at"])
+        found = await sink.find_posted(conversation, content, row.created_at)
         _log.info(
             "delivery.recovered_check",
-            completion_id=row["completion_id"],
+            completion_id=row.completion_id,
             found=found is not None,
         )
         return found
@@ -283,12 +288,14 @@ class CompletionDelivery:
             )
         return sink
 
-    def _render(self, row: dict, subagent: SubagentRecord, resolution: DeliveryResolution) -> str:
+    def _render(
+        self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
+    ) -> str:
         """The text for where the router sent it, and what it says of the session's binding."""
         return render_completion(
             name=self._name_of(subagent),
-            outcome=row["outcome"],
-            result=row["result"],
+            outcome=row.outcome,
+            result=row.result,
             mode=subagent.mode,
             bound=resolution.binding is not None,
             reason=subagent.outcome_reason,
@@ -296,12 +303,16 @@ class CompletionDelivery:
         )
 
     async def _mark(
-        self, row: dict, resolution: DeliveryResolution, destination: str, posted: Posted
+        self,
+        row: PendingCompletion,
+        resolution: DeliveryResolution,
+        destination: str,
+        posted: Posted,
     ) -> None:
         await self._db.run(
             lambda conn: repository.mark_delivered(
                 conn,
-                row["completion_id"],
+                row.completion_id,
                 mode=resolution.mode,
                 reason=resolution.reason,
                 destination=destination,

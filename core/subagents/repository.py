@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +29,36 @@ __all__ = [
 _S = SubagentRow.__table__  # type: ignore[attr-defined]
 _D = CompletionDeliveryRow.__table__  # type: ignore[attr-defined]
 
-PendingCompletion = dict[str, Any]
+
+@dataclass(frozen=True, slots=True)
+class PendingCompletion:
+    """An outbox row not delivered yet, as read (or just claimed)."""
+
+    completion_id: str
+    session_key: str
+    outcome: str
+    result: str
+    status: str
+    attempts: int
+    created_at: datetime
+    uncertain: bool = False
+    """Claimed from a process that died mid-post: look before posting again."""
+
+    @classmethod
+    def of(cls, row: Any, **changes: Any) -> PendingCompletion:
+        data = {name: getattr(row, name) for name in _PENDING_FIELDS}
+        return cls(**{**data, **changes})
+
+
+_PENDING_FIELDS = (
+    "completion_id",
+    "session_key",
+    "outcome",
+    "result",
+    "status",
+    "attempts",
+    "created_at",
+)
 
 
 def upsert_subagent(conn: Connection, record: SubagentRecord) -> None:
@@ -99,11 +129,9 @@ def claim(conn: Connection, completion_id: str) -> PendingCompletion | None:
     )
     if moved.rowcount != 1:
         return None
-    claimed = dict(row._mapping)
-    claimed["uncertain"] = row.status == "uncertain"
-    claimed["attempts"] += 1
-    claimed["status"] = "sending"
-    return claimed
+    return PendingCompletion.of(
+        row, uncertain=row.status == "uncertain", attempts=row.attempts + 1, status="sending"
+    )
 
 
 def mark_delivered(
@@ -159,7 +187,7 @@ def recover_pending(
         .where(_D.c.status.in_(("pending", "uncertain")))
         .order_by(_D.c.created_at, _D.c.completion_id)
     )
-    return [dict(row._mapping) for row in rows if row.completion_id not in in_flight]
+    return [PendingCompletion.of(row) for row in rows if row.completion_id not in in_flight]
 
 
 def delivery_statuses(conn: Connection) -> dict[str, str]:

@@ -362,10 +362,10 @@ class SubagentService:
     async def _recover(self) -> None:
         records = {r.session_key: r for r in await self.list()}
         for row in await self.delivery.recover():
-            record = records.get(row["session_key"])
+            record = records.get(row.session_key)
             if record is None:
                 continue
-            self._completion.run(self._completion.finish(record, row["completion_id"]))
+            self._completion.run(self._completion.finish(record, row.completion_id))
         for record in records.values():
             if record.state in ("starting", "running"):
                 self._completion.run(self._resume(record))
