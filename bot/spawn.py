@@ -96,7 +96,7 @@ def plan(account: AccountRuntime, request: SpawnCommand) -> SpawnPlan:
     if not threads and request.mode == "session":
         raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread")
     requester = conversation_of(account.account_id, request.channel)
-    here = services.bindings.resolve_by_conversation(requester) if threads else None
+    here = services.bindings.active_for_conversation(requester) if threads else None
     core = core_spawn.SpawnRequest(
         task=request.task,
         agent=request.agent,

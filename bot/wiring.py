@@ -38,7 +38,6 @@ from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
 from core.store import Database, open_database
 from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, SubagentService
-from core.subagents.service import agent_display_name
 from core.subagents.tool import spawn_tool_handler
 
 del _builtin_artifacts  # imported for its registrations (brief, note)
@@ -219,7 +218,7 @@ async def build_services(
                 database,
                 router,
                 SinkRegistry(),
-                name_of=lambda r: agent_display_name(config.agents, r.agent),
+                name_of=lambda r: config.display_name(r.agent),
                 clock=clock,
             ),
             profiles=config.agents,

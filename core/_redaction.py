@@ -1,9 +1,11 @@
 """Secret redaction for every log line: the :class:`RedactSecrets` processor.
 
-Kept apart from :mod:`core.logging` because it is its own idea (what counts as
-a secret and how to find one inside any string) and most of the code; the
-logging pipeline only places the processor in its chain. Import these names
-from :mod:`core.logging`, which re-exports them.
+Kept apart from :mod:`core.logging` because it is its own idea (how to find a
+secret inside any string) and most of the code; the logging pipeline only places
+the processor in its chain. Which *key names* are secret is decided by
+:func:`core.secret_keys.is_secret_key`, the same function the config loader uses
+to refuse such keys in the file; it is re-exported here and from
+:mod:`core.logging`. Import these names from :mod:`core.logging`.
 
 The secret registry is module state here and only here: :func:`register_secret`
 adds to it, every :class:`RedactSecrets` built with ``use_registry=True`` reads
@@ -19,6 +21,8 @@ from typing import Any, Final
 
 from structlog.typing import EventDict, WrappedLogger
 
+from core.secret_keys import is_secret_key
+
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
@@ -33,21 +37,8 @@ REDACTED: Final = "[redacted]"
 MIN_SECRET_LENGTH: Final = 8
 """Registered secrets shorter than this are ignored: they would redact ordinary words."""
 
-_SECRET_KEY_NAMES: Final = frozenset(
-    {
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "api_key",
-        "apikey",
-        "authorization",
-        "private_key",
-    }
-)
 _PROCESSOR_META_KEYS: Final = frozenset({"_record", "_from_structlog"})
 _SCALARS: Final = (int, float, bool, type(None))
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 # ---------------------------------------------------------------------------
 # Secret strings and the patterns that find them inside any string value.
@@ -149,19 +140,6 @@ def register_secret(value: str) -> bool:
 def forget_secrets() -> None:
     """Empty the registry; :func:`core.logging.reset_logging` calls this between tests."""
     _REGISTRY.clear()
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a field name looks like it holds a secret.
-
-    Matches the names in ``_SECRET_KEY_NAMES`` exactly or as a ``_``-suffix
-    (``webhook_token``, ``client_secret``, ``apiKey``), case-insensitively.
-    ``max_tokens`` or ``token_count`` are not secret: usage figures must stay visible.
-    """
-    norm = _CAMEL.sub("_", key).lower().replace("-", "_")
-    if norm in _SECRET_KEY_NAMES:
-        return True
-    return any(norm.endswith("_" + name) for name in _SECRET_KEY_NAMES)
 
 
 class RedactSecrets:

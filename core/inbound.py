@@ -65,8 +65,8 @@ class InboundRouter:
         Whoever shows the agent in the conversation is attached by the runtime
         when the agent starts, not here.
         """
-        binding = self._bindings.resolve_by_conversation(conversation)
-        if binding is None or binding.status != "active":
+        binding = self._bindings.active_for_conversation(conversation)
+        if binding is None:
             return None
         self._bindings.touch(binding.binding_id)
         if mode is None:

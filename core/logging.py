@@ -7,7 +7,8 @@ chain and are handed to stdlib logging with
 records run the same chain as ``foreign_pre_chain`` inside each handler's
 :class:`~structlog.stdlib.ProcessorFormatter`. So every line in the JSON file has
 the same envelope and, above all, passes the same :class:`RedactSecrets`.
-(Redaction itself lives in :mod:`core._redaction`; its names are re-exported here.)
+(Redaction itself lives in :mod:`core._redaction`, the secret key names in
+:mod:`core.secret_keys`; their names are re-exported here.)
 
 The envelope of every JSON line::
 
@@ -50,10 +51,10 @@ from core._redaction import (
     REDACTED,
     RedactSecrets,
     forget_secrets,
-    is_secret_key,
     redact_text,
     register_secret,
 )
+from core.secret_keys import is_secret_key
 
 __all__ = [
     "REDACTED",

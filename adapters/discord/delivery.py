@@ -459,9 +459,8 @@ class StatusSink:
         return shown
 
     async def _remember(self, message_id: str) -> None:
-        current = self._bindings.get(self._binding_id)
-        stale = current is not None and current.metadata.get(STATUS_MESSAGE_KEY) != message_id
-        if stale and current is not None and current.status == "active":
+        current = self._bindings.active(self._binding_id)
+        if current is not None and current.metadata.get(STATUS_MESSAGE_KEY) != message_id:
             await self._bindings.update_metadata(
                 self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
             )

@@ -22,9 +22,15 @@ NOT_BOUND = "This channel is not bound to an agent; use the command in a subagen
 
 
 def binding_here(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
+    """The channel's active binding, or None.
+
+    An ``ending`` binding counts as none: it is being torn down, so a command
+    acting on its session now would race the farewell (or touch a binding the
+    store has already ended).
+    """
     if not isinstance(channel, discord.Thread | discord.abc.GuildChannel):
         return None
-    return account.services.bindings.resolve_by_conversation(
+    return account.services.bindings.active_for_conversation(
         conversation_of(account.account_id, channel)
     )
 

@@ -107,9 +107,9 @@ async def offer_missed_briefs(account: AccountRuntime) -> None:
 
 async def _post_brief_button(account: AccountRuntime, binding_id: str, agent_id: str) -> None:
     bindings = account.services.bindings
-    record = bindings.get(binding_id)
+    record = bindings.active(binding_id)
     key = ("brief-button", binding_id, agent_id)  # its button is being posted
-    if record is None or record.status != "active" or key in account.in_progress:
+    if record is None or key in account.in_progress:
         return
     prompted = list(record.metadata.get(PROMPTED_KEY) or ())
     if agent_id in prompted:
@@ -169,8 +169,8 @@ async def brief_pressed(
     account: AccountRuntime, interaction: discord.Interaction, binding_id: str
 ) -> None:
     services = account.services
-    record = services.bindings.get(binding_id)
-    if record is None or record.status != "active":
+    record = services.bindings.active(binding_id)
+    if record is None:
         await say(interaction, "This session's thread is no longer bound to an agent.")
         return
     if not await may_change(interaction, services, record.target_session_key):

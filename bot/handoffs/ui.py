@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 import discord
 
 from bot.account import AccountRuntime
-from core.config import AgentProfile
+from core.config import AgentProfile, agent_display_name
 
 __all__ = [
     "BRIEF_LABEL",
@@ -53,8 +53,12 @@ def account_of(interaction: discord.Interaction) -> AccountRuntime:
 
 
 def display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
-    profile = profiles.get(agent or "")
-    return profile.display_name if profile else (agent or "the agent")
+    """How the handoff messages mention ``agent``: its profile's name, else its id.
+
+    The bot's own sentence only mentions the agent (no persona is created from it),
+    so the id, or "the agent", reads better here than the config's "Subagent".
+    """
+    return agent_display_name(profiles, agent, fallback=agent or "the agent")
 
 
 async def say(interaction: discord.Interaction, text: str) -> None:

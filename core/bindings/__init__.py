@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
-from core.bindings.lifecycle import ExpiryReason, expiry_reason, run_maintenance, sweep
+from core.bindings.lifecycle import expiry_reason, run_maintenance, sweep
 from core.bindings.records import (
     BindingStatus,
     BindingTargetKind,
     ConversationKey,
     ConversationRef,
+    ExpiryReason,
     SessionBindingRecord,
 )
 from core.bindings.service import LifecycleDefaults, SessionBindingService

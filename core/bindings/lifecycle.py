@@ -5,14 +5,18 @@ idle timeout) and its hard deadline (``expires_at``, i.e. bound_at + max age or
 ttl). ``0`` for either limit means never. The sweep and the touch flush share
 one maintenance task so the application owns a single background task per
 binding service.
+
+The deadlines themselves are a record's business
+(:meth:`SessionBindingRecord.expiry_reason`); this module only depends on the
+service, never the other way round.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import ExpiryReason, SessionBindingRecord
 from core.errors import StoreError
 from core.logging import get_logger
 
@@ -21,25 +25,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ExpiryReason", "expiry_reason", "run_maintenance", "sweep"]
 
-ExpiryReason = Literal["idle-expired", "max-age-expired"]
-
 _log = get_logger("core.bindings")
 
 
 def expiry_reason(record: SessionBindingRecord, now: datetime) -> ExpiryReason | None:
-    """``idle-expired`` / ``max-age-expired`` for whichever deadline passed first, else None."""
-    deadlines: list[tuple[datetime, ExpiryReason]] = []
-    if record.idle_timeout_ms:
-        last = record.last_activity_at or record.bound_at
-        deadlines.append((last + timedelta(milliseconds=record.idle_timeout_ms), "idle-expired"))
-    if record.expires_at is not None:
-        deadlines.append((record.expires_at, "max-age-expired"))
-    elif record.max_age_ms:
-        deadlines.append(
-            (record.bound_at + timedelta(milliseconds=record.max_age_ms), "max-age-expired")
-        )
-    passed = [deadline for deadline in deadlines if deadline[0] <= now]
-    return min(passed)[1] if passed else None
+    """Function form of :meth:`SessionBindingRecord.expiry_reason`, kept for existing callers."""
+    return record.expiry_reason(now)
 
 
 async def sweep(service: SessionBindingService) -> list[SessionBindingRecord]:
@@ -50,7 +41,7 @@ async def sweep(service: SessionBindingService) -> list[SessionBindingRecord]:
     binding awaits its farewell, and a touch to the next may land meanwhile.
     """
     now = service.clock.now()
-    candidates = [r.binding_id for r in service.live() if expiry_reason(r, now)]
+    candidates = [r.binding_id for r in service.live() if r.expiry_reason(now)]
     expired: list[SessionBindingRecord] = []
     for binding_id in candidates:
         ended = await service.expire(binding_id)

@@ -8,7 +8,7 @@ Field names follow SPEC.md; only the seed's fields are required.
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
@@ -18,11 +18,14 @@ __all__ = [
     "BindingTargetKind",
     "ConversationKey",
     "ConversationRef",
+    "ExpiryReason",
     "SessionBindingRecord",
 ]
 
 BindingTargetKind = Literal["subagent", "session"]
 BindingStatus = Literal["active", "ending", "ended"]
+ExpiryReason = Literal["idle-expired", "max-age-expired"]
+"""Why a binding expired; also the ``reason`` of its farewell and ``binding.expired`` line."""
 
 ConversationKey = tuple[str, str, str]
 """``(channel, account_id, conversation_id)``: the identity of a conversation."""
@@ -103,6 +106,27 @@ class SessionBindingRecord(BaseModel):
     def is_live(self, now: datetime) -> bool:
         """Active and not past its hard deadline: the only kind the router may resolve."""
         return self.status == "active" and (self.expires_at is None or self.expires_at > now)
+
+    def expiry_reason(self, now: datetime) -> ExpiryReason | None:
+        """``idle-expired`` / ``max-age-expired`` for whichever deadline passed first, else None.
+
+        A pure function of the record's own fields, so it lives here: the
+        service (which ends bindings) and the sweeper (which picks candidates)
+        both ask the record, and neither has to import the other for it.
+        ``expires_at`` wins over ``max_age_ms`` because a ttl replaces the max age.
+        """
+        deadlines: list[tuple[datetime, ExpiryReason]] = []
+        if self.idle_timeout_ms:
+            last = self.last_activity_at or self.bound_at
+            deadlines.append((last + timedelta(milliseconds=self.idle_timeout_ms), "idle-expired"))
+        if self.expires_at is not None:
+            deadlines.append((self.expires_at, "max-age-expired"))
+        elif self.max_age_ms:
+            deadlines.append(
+                (self.bound_at + timedelta(milliseconds=self.max_age_ms), "max-age-expired")
+            )
+        passed = [deadline for deadline in deadlines if deadline[0] <= now]
+        return min(passed)[1] if passed else None
 
     def log_fields(self) -> dict[str, Any]:
         """The identity fields every ``binding.*`` log event carries."""

@@ -12,9 +12,16 @@ Guarantees, in the order callers rely on them:
   :meth:`flush_touches` writes every queued binding once, however many touches
   it had, and :meth:`close` flushes, so a clean shutdown loses no activity.
 - Ended bindings leave the indexes but stay in the store as history.
+- A binding is ``active`` until an end starts, ``ending`` while its end is
+  being written (still indexed, so a second end is refused, but no longer
+  used): callers that act on a binding ask :meth:`active`,
+  :meth:`active_for_session` or :meth:`active_for_conversation`, never
+  compare the status themselves.
 
-When a binding expires, and the background task that enforces it, live in
-:mod:`core.bindings.lifecycle`.
+When a binding expires is the record's business
+(:meth:`SessionBindingRecord.expiry_reason`); the background task that enforces
+it lives in :mod:`core.bindings.lifecycle`, which imports this module, never
+the other way round.
 """
 
 from __future__ import annotations
@@ -30,9 +37,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core import log_events
 from core._gc import bulk_allocation
 from core.bindings._index import BindingIndex
-from core.bindings._settings import BindingSettings
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
-from core.bindings.lifecycle import expiry_reason
 from core.bindings.records import (
     BindingTargetKind,
     ConversationKey,
@@ -44,6 +49,7 @@ from core.clock import Clock, SystemClock
 from core.errors import BindingError, ConversationAlreadyBound, StoreError
 from core.logging import get_logger
 from core.store.database import Database
+from core.store.errors import store_errors
 
 __all__ = ["LifecycleDefaults", "SessionBindingService"]
 
@@ -59,7 +65,11 @@ def _no_expiry(_conversation: ConversationRef, _metadata: Mapping[str, Any]) -> 
     return (0, 0)
 
 
-class SessionBindingService(BindingSettings):
+def _not_live(binding_id: str) -> BindingError:
+    return BindingError(f"binding {binding_id} is not live; bind the conversation again")
+
+
+class SessionBindingService:
     """Owns binding records, their indexes and their persistence."""
 
     def __init__(
@@ -77,6 +87,8 @@ class SessionBindingService(BindingSettings):
         self._index = BindingIndex()
         self._reserved: set[ConversationKey] = set()
         self._pending_touches: dict[str, datetime] = {}
+        # Metadata changes are read-merge-write across an await: one at a time,
+        # or a concurrent change (a thread's mode and its status line, say) is lost.
         self._metadata_lock = asyncio.Lock()
 
     # -- start-up and shutdown -------------------------------------------------
@@ -105,6 +117,24 @@ class SessionBindingService(BindingSettings):
 
     def get(self, binding_id: str, /) -> SessionBindingRecord | None:
         return self._index.get(binding_id)
+
+    def active(self, binding_id: str, /) -> SessionBindingRecord | None:
+        """The binding if it is active; None when unknown, ended or being ended.
+
+        An ``ending`` binding is still indexed (so a second end is refused) but
+        its farewell is on its way: nothing may act on it any more.
+        """
+        record = self._index.get(binding_id)
+        return record if record is not None and record.status == "active" else None
+
+    def active_for_session(self, target_session_key: str, /) -> tuple[SessionBindingRecord, ...]:
+        """The session's active bindings, oldest first: list_by_session without ending ones."""
+        return tuple(r for r in self.list_by_session(target_session_key) if r.status == "active")
+
+    def active_for_conversation(self, ref: ConversationRef, /) -> SessionBindingRecord | None:
+        """This conversation's binding if it is active: what a command typed there acts on."""
+        record = self._index.by_conversation_key(ref.key)
+        return record if record is not None and record.status == "active" else None
 
     def live(self) -> Iterable[SessionBindingRecord]:
         """Every live binding (a snapshot, safe to iterate while binding)."""
@@ -246,16 +276,15 @@ class SessionBindingService(BindingSettings):
         )
 
     async def _insert_and_index(self, record: SessionBindingRecord) -> None:
-        try:
-            await self._db.run(lambda conn: BindingRepository(conn).insert(record))
-        except IntegrityError as exc:
-            # Another process bound the same conversation first.
-            raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"could not record the binding of {record.conversation.describe()}: "
-                f"{type(exc).__name__}; nothing was bound"
-            ) from exc
+        with store_errors(
+            f"could not record the binding of {record.conversation.describe()}",
+            then="nothing was bound",
+        ):
+            try:
+                await self._db.run(lambda conn: BindingRepository(conn).insert(record))
+            except IntegrityError as exc:
+                # Another process bound the same conversation first.
+                raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
         self._index.add(record)
 
     # -- unbind ----------------------------------------------------------------
@@ -276,14 +305,15 @@ class SessionBindingService(BindingSettings):
             raise BindingError("unbind needs a binding_id or a target_session_key")
         if not reason:
             raise BindingError("unbind needs a reason; it is shown in the farewell and the logs")
+        targets: Iterable[SessionBindingRecord]
         if binding_id is not None:
-            record = self._index.get(binding_id)
-            targets = [record] if record and record.status == "active" else []
+            record = self.active(binding_id)
+            targets = [record] if record is not None else []
             if target_session_key is not None:
                 targets = [r for r in targets if r.target_session_key == target_session_key]
         else:
             assert target_session_key is not None
-            targets = [r for r in self.list_by_session(target_session_key) if r.status == "active"]
+            targets = self.active_for_session(target_session_key)
         ended: list[SessionBindingRecord] = []
         for record in targets:
             result = await self._end(record, reason)
@@ -325,23 +355,25 @@ class SessionBindingService(BindingSettings):
         pending = self._pending_touches.pop(record.binding_id, None)
         now = self.clock.now()
         try:
-            done = await self._db.run(
-                lambda conn: BindingRepository(conn).end(
-                    record.binding_id,
-                    at=now,
-                    reason=reason,
-                    last_activity_at=pending or record.last_activity_at,
-                    idle_before=idle_before,
+            with store_errors(
+                f"could not record the end of binding {record.binding_id}",
+                then="it is still bound",
+            ):
+                done = await self._db.run(
+                    lambda conn: BindingRepository(conn).end(
+                        record.binding_id,
+                        at=now,
+                        reason=reason,
+                        last_activity_at=pending or record.last_activity_at,
+                        idle_before=idle_before,
+                    )
                 )
-            )
-        except SQLAlchemyError as exc:
+        except StoreError:
+            # Not ended after all: back to active, with its queued activity.
             self._index.replace(record)
             if pending is not None:
                 self._pending_touches.setdefault(record.binding_id, pending)
-            raise StoreError(
-                f"could not record the end of binding {record.binding_id}: "
-                f"{type(exc).__name__}; it is still bound"
-            ) from exc
+            raise
         if not done:
             await self._refresh_from_store(record)
             return None
@@ -371,6 +403,103 @@ class SessionBindingService(BindingSettings):
         else:
             self._index.replace(fresh)
 
+    # -- settings: windows and metadata ----------------------------------------
+    #
+    # Both changes are committed before they return and then replace the
+    # in-memory record, re-read first, because a touch may have replaced it
+    # while the write was in flight.
+
+    def _live_record(self, binding_id: str) -> SessionBindingRecord:
+        record = self.active(binding_id)
+        if record is None:
+            raise _not_live(binding_id)
+        return record
+
+    async def update_metadata(self, binding_id: str, /, **changes: Any) -> SessionBindingRecord:
+        """Merge ``changes`` into a live binding's metadata (a thread's default mode, say).
+
+        Raises:
+            BindingError: the binding is not live.
+            StoreError: the store did not commit; the metadata is unchanged.
+        """
+        async with self._metadata_lock:
+            return await self._update_metadata(binding_id, changes)
+
+    async def _update_metadata(
+        self, binding_id: str, changes: dict[str, Any]
+    ) -> SessionBindingRecord:
+        record = self._live_record(binding_id)
+        metadata = {**record.metadata, **changes}
+        with store_errors(f"could not record the settings of binding {binding_id}"):
+            done = await self._db.run(
+                lambda conn: BindingRepository(conn).set_metadata(binding_id, metadata)
+            )
+        if not done:
+            await self._refresh_from_store(record)
+            raise _not_live(binding_id)
+        current = self._index.by_id.get(binding_id, record)
+        updated = current.model_copy(update={"metadata": metadata})
+        self._index.replace(updated)
+        return updated
+
+    async def set_lifetime(
+        self,
+        binding_id: str,
+        /,
+        *,
+        idle_timeout_ms: int | None = None,
+        max_age_ms: int | None = None,
+        actor: str | None = None,
+    ) -> SessionBindingRecord:
+        """Change a live binding's idle and/or max-age window (0 = never); None keeps one.
+
+        ``actor`` (who asked) goes into the ``binding.lifetime_changed`` audit line.
+
+        The hard deadline is recomputed from ``bound_at``, so a max age shorter
+        than the binding's age makes it expire at the sweeper's next pass.
+        Returns only after the store committed the change.
+
+        Raises:
+            BindingError: a negative window, or the binding is not live.
+            StoreError: the store did not commit; the windows are unchanged.
+        """
+        for name, value in (("idle_timeout_ms", idle_timeout_ms), ("max_age_ms", max_age_ms)):
+            if value is not None and value < 0:
+                raise BindingError(f"{name} must be 0 (never) or positive, not {value}")
+        record = self._live_record(binding_id)
+        idle = record.idle_timeout_ms if idle_timeout_ms is None else idle_timeout_ms
+        max_age = record.max_age_ms if max_age_ms is None else max_age_ms
+        expires_at = record.bound_at + timedelta(milliseconds=max_age) if max_age else None
+        with store_errors(
+            f"could not record the new windows of binding {binding_id}",
+            then="they are unchanged",
+        ):
+            done = await self._db.run(
+                lambda conn: BindingRepository(conn).set_lifetime(
+                    binding_id, idle_timeout_ms=idle, max_age_ms=max_age, expires_at=expires_at
+                )
+            )
+        if not done:
+            await self._refresh_from_store(record)
+            raise _not_live(binding_id)
+        # Re-read: a touch may have replaced the record while the write was in flight.
+        current = self._index.by_id.get(binding_id, record)
+        updated = current.model_copy(
+            update={"idle_timeout_ms": idle, "max_age_ms": max_age, "expires_at": expires_at}
+        )
+        self._index.replace(updated)
+        log_events.emit(
+            log_events.BindingLifetimeChanged(
+                **updated.log_fields(),
+                idle_timeout_ms=idle,
+                max_age_ms=max_age,
+                expires_at=expires_at,
+                actor=actor,
+            ),
+            _log,
+        )
+        return updated
+
     # -- activity --------------------------------------------------------------
 
     def touch(self, binding_id: str, /, at: datetime | None = None) -> bool:
@@ -379,8 +508,8 @@ class SessionBindingService(BindingSettings):
         Never moves ``last_activity_at`` backwards. The write is deferred to
         :meth:`flush_touches`, which coalesces every touch of a binding into one.
         """
-        record = self._index.get(binding_id)
-        if record is None or record.status != "active":
+        record = self.active(binding_id)
+        if record is None:
             return False
         at = at or self.clock.now()
         if record.last_activity_at is not None and at <= record.last_activity_at:
@@ -418,11 +547,11 @@ class SessionBindingService(BindingSettings):
         expiry is also conditional in the store, so activity written by another
         process keeps the binding too. Returns the ended record, or None.
         """
-        record = self._index.get(binding_id)
-        if record is None or record.status != "active":
+        record = self.active(binding_id)
+        if record is None:
             return None
         now = self.clock.now()
-        reason = expiry_reason(record, now)
+        reason = record.expiry_reason(now)
         if reason is None:
             return None
         idle_before = None

@@ -30,7 +30,7 @@ from typing import Any
 from core.agent.agent import Agent, Submission
 from core.agent.assignment import AGENT_ACTIVATED
 from core.artifacts.registry import EVENT_PREFIX
-from core.config import AgentProfile
+from core.config import AgentProfile, agent_display_name
 from core.errors import HandoffError, ThreadboundError
 from core.handoffs.activation import HandoffRecord, may_activate
 from core.handoffs.service import HandoffService, movable
@@ -82,8 +82,8 @@ class Activation:
 
 
 def _name(profiles: Mapping[str, AgentProfile], agent: str) -> str:
-    profile = profiles.get(agent)
-    return profile.display_name if profile else agent
+    """The handed-over label names the sender as its profile does, else by its id."""
+    return agent_display_name(profiles, agent, fallback=agent)
 
 
 def handoff_input(

@@ -33,10 +33,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.exc import SQLAlchemyError
 
 from core.clock import Clock, SystemClock
-from core.errors import HandoffError, StoreError
+from core.errors import HandoffError
 from core.handoffs import repository
 from core.handoffs.activation import TRANSITIONS, HandoffRecord, HandoffStatus
 from core.sessions.events import SessionEvent
@@ -44,6 +43,7 @@ from core.sessions.log import SessionLog
 from core.sessions.payloads import register_event_type
 from core.sessions.tree import SessionTree
 from core.store.database import Database
+from core.store.errors import store_errors
 
 __all__ = ["EVENT_TYPES", "HandoffEventPayload", "HandoffService", "movable", "replay"]
 
@@ -195,19 +195,13 @@ class HandoffService:
 
     async def accepted(self) -> builtins.list[HandoffRecord]:
         """Every session's accepted handoffs (not yet completed), oldest offer first."""
-        try:
+        with store_errors("could not list accepted handoffs"):
             return await self._db.run(repository.list_with_status, "accepted")
-        except SQLAlchemyError as exc:
-            raise StoreError(f"could not list accepted handoffs: {type(exc).__name__}") from exc
 
     async def list(self, session_key: str) -> list[HandoffRecord]:
         """The session's handoffs from the table, oldest offer first."""
-        try:
+        with store_errors(f"could not read the handoffs of session {session_key!r}"):
             return await self._db.run(repository.list_for_session, session_key)
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"could not read the handoffs of session {session_key!r}: {type(exc).__name__}"
-            ) from exc
 
     async def rebuild_from_events(self, tree: SessionTree) -> builtins.list[HandoffRecord]:
         """Rewrite the session's table rows from its ``handoff.*`` events; returns them.
@@ -218,13 +212,11 @@ class HandoffService:
         key = tree.session_key
         async with self._lock(key):
             records = replay(key, tree.events)
-            try:
+            with store_errors(
+                f"could not rebuild the handoffs of session {key!r}",
+                then="the table is unchanged, try again",
+            ):
                 await self._db.run(repository.replace_session, key, records)
-            except SQLAlchemyError as exc:
-                raise StoreError(
-                    f"could not rebuild the handoffs of session {key!r}: {type(exc).__name__}; "
-                    "the table is unchanged, try again"
-                ) from exc
         return records
 
     # -- internals ----------------------------------------------------------------
@@ -254,11 +246,9 @@ class HandoffService:
 
     async def _write(self, record: HandoffRecord, event: SessionEvent) -> None:
         """Write the row after its event; on failure say that the history has it."""
-        try:
+        with store_errors(
+            f"the {event.type} event of handoff {record.id!r} is recorded in session "
+            f"{record.session_key!r}, but the handoffs table was not updated",
+            then="HandoffService.rebuild_from_events repairs it",
+        ):
             await self._db.run(repository.upsert, record)
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"the {event.type} event of handoff {record.id!r} is recorded in session "
-                f"{record.session_key!r}, but the handoffs table was not updated "
-                f"({type(exc).__name__}); HandoffService.rebuild_from_events repairs it"
-            ) from exc

@@ -6,13 +6,14 @@ which endpoint answers is decided once, at wiring time, from ``[providers.<name>
 
 from __future__ import annotations
 
+from core.config import ProviderConfig
 from core.errors import (
     ProviderError,
     ProviderHTTPError,
     ProviderProtocolError,
     ProviderUnavailable,
 )
-from core.providers.config import ProviderConfig, build_provider
+from core.providers.config import build_provider
 from core.providers.openai_compat import RETRYABLE_STATUSES, OpenAICompatibleProvider
 from core.providers.scripted import ScriptedProvider, Step, split_text
 from core.providers.types import (

@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 
 from core._gc import bulk_allocation
 from core.clock import Clock, SystemClock
-from core.errors import SessionError, StoreError
+from core.errors import SessionError
 from core.logging import get_logger
 from core.sessions import repository
 from core.sessions._group_commit import GroupCommitter
@@ -39,6 +39,7 @@ from core.sessions._writes import AppendItem, event_row, prepare_write, projecti
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.tree import SessionTree
 from core.store.database import Database
+from core.store.errors import store_errors
 
 __all__ = ["AppendItem", "SessionLog"]
 
@@ -73,12 +74,8 @@ class SessionLog:
             SessionError: the stored log does not replay (it was edited by hand).
             StoreError: the store could not be read.
         """
-        try:
+        with store_errors(f"could not load session {session_key!r}"):
             array, head, branches = await self._db.run(repository.load_session, session_key)
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"could not load session {session_key!r}: {type(exc).__name__}"
-            ) from exc
         with bulk_allocation():
             events = _EVENTS.validate_json(array)
             tree = SessionTree.from_events(session_key, events)
@@ -139,12 +136,8 @@ class SessionLog:
         half-made subagent.
         """
         async with self._lock(session_key):
-            try:
+            with store_errors(f"could not discard session {session_key!r}"):
                 await self._db.run(repository.discard_session, session_key)
-            except SQLAlchemyError as exc:
-                raise StoreError(
-                    f"could not discard session {session_key!r}: {type(exc).__name__}"
-                ) from exc
 
     async def continue_from(self, tree: SessionTree, ref: str) -> str | None:
         """Move the head so the next events continue from ``ref`` (node id or bookmark).
@@ -245,18 +238,15 @@ class SessionLog:
             repository.write_events(conn, rows, [head], branches)
 
         async with self._lock(key):
-            try:
-                await self._db.run(store)
-            except IntegrityError as exc:
-                raise SessionError(
-                    f"the events of session {key!r} are already in this store under another "
-                    "key; import them with a new session_key, which gives them new node ids",
-                    session_key=key,
-                ) from exc
-            except SQLAlchemyError as exc:
-                raise StoreError(
-                    f"could not import session {key!r}: {type(exc).__name__}; nothing was stored"
-                ) from exc
+            with store_errors(f"could not import session {key!r}", then="nothing was stored"):
+                try:
+                    await self._db.run(store)
+                except IntegrityError as exc:
+                    raise SessionError(
+                        f"the events of session {key!r} are already in this store under another "
+                        "key; import them with a new session_key, which gives them new node ids",
+                        session_key=key,
+                    ) from exc
 
     async def close(self) -> None:
         """Wait for appends in flight; call before closing the database."""

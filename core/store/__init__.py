@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core.store.database import Database, open_database
 from core.store.engine import create_engine, redacted_url
+from core.store.errors import store_errors
 from core.store.migrations import SCHEMA_VERSION, current_version, migrate
 
 __all__ = [
@@ -14,4 +15,5 @@ __all__ = [
     "migrate",
     "open_database",
     "redacted_url",
+    "store_errors",
 ]

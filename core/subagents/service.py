@@ -33,7 +33,7 @@ from core.agent.assignment import AGENT_ACTIVATED
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
-from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile
+from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile, agent_display_name
 from core.errors import FeatureDisabled, ThreadboundError
 from core.handoffs.activation import may_activate
 from core.logging import get_logger
@@ -52,23 +52,11 @@ from core.subagents.records import (
 )
 from core.subagents.validation import is_blank
 
-__all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService", "agent_display_name"]
+__all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService"]
 
 _log = get_logger("core.subagents")
 
 SUBAGENT_PREFIX = "subagent:"
-DEFAULT_NAME = "Subagent"
-
-
-def agent_display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
-    """The name a subagent running ``agent`` is shown under: its profile's, else the default.
-
-    Never the id itself: an id without a profile came from free text (a user's
-    ``agent:`` option, a model's tool call, a row written before such ids were
-    refused), and a persona named from free text impersonates whoever it likes.
-    """
-    profile = profiles.get(agent or "")
-    return profile.display_name if profile else DEFAULT_NAME
 
 
 class SpawnRefused(ThreadboundError):
@@ -150,6 +138,7 @@ class SubagentService:
     # -- names and profiles -------------------------------------------------------
 
     def display_name(self, agent: str | None) -> str:
+        """The persona name ``agent`` runs under; never a free-text id (see the config's rule)."""
         return agent_display_name(self._profiles, agent)
 
     def name_of(self, record: SubagentRecord) -> str:
@@ -378,9 +367,7 @@ class SubagentService:
 
     def binding_of(self, session_key: str) -> SessionBindingRecord | None:
         """The session's first active binding (oldest first), if any: where it speaks."""
-        return next(
-            (b for b in self._bindings.list_by_session(session_key) if b.status == "active"), None
-        )
+        return next(iter(self._bindings.active_for_session(session_key)), None)
 
     async def list(self, *states: SubagentState) -> list[SubagentRecord]:
         return await self._db.run(repository.list_subagents, states)

@@ -9,9 +9,10 @@ import pytest
 from core.agent.builtin_tools import SpawnSubagentArgs
 from core.agent.tools import ToolContext
 from core.clock import FakeClock
+from core.config import DEFAULT_DISPLAY_NAME as DEFAULT_NAME
+from core.config import agent_display_name
 from core.store import Database
 from core.subagents import SpawnRefused
-from core.subagents.service import DEFAULT_NAME, agent_display_name
 from core.subagents.tool import spawn_tool_handler
 from core.subagents.validation import is_blank
 from tests.core.subagents.harness import Harness, Step, harness

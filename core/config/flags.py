@@ -1,71 +1,76 @@
-"""The flag-bearing tables ([session], [channels]) and how their flags resolve.
+"""Flag resolution: which value a thread-binding flag has, and which level decided.
 
 Precedence, highest first: runtime override > account > channel > session > default.
 The rule lives here, in one place, so every caller (adapters, the spawn path, an
 admin's ``/config show``) gets the same answer together with the dotted path it came
 from. Runtime overrides are keyed by the very TOML path they override, so an admin can
-read a value's ``source`` and override it by that same name. Re-exported by
-``core.config``; import from there.
+read a value's ``source`` and override it by that same name.
+
+The middle layer of :mod:`core.config`: it reads the tables of
+:mod:`core.config.tables` and is read by :mod:`core.config.loading`, never the other
+way round. It takes any :class:`FlagSource` (``Config`` is one) instead of importing
+``Config``, so the import graph stays one-way. Import these names from ``core.config``.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict
 
+from core.config.tables import (
+    DEFAULT_ENABLED,
+    DEFAULT_IDLE_HOURS,
+    DEFAULT_MAX_AGE_HOURS,
+    DEFAULT_SPAWN_SUBAGENT_SESSIONS,
+    ChannelsConfig,
+    SessionConfig,
+)
 from core.errors import ConfigError, got
 
-if TYPE_CHECKING:
-    from core.config import Config
-
 __all__ = [
-    "DEFAULT_ACCOUNT_ID",
-    "DEFAULT_ENABLED",
-    "DEFAULT_IDLE_HOURS",
-    "DEFAULT_MAX_AGE_HOURS",
-    "DEFAULT_SPAWN_SUBAGENT_SESSIONS",
     "FLAG_NAMES",
     "FLAG_SPAWN_SUBAGENT_SESSIONS",
     "RUNTIME_SOURCE",
-    "AccountConfig",
-    "ChannelsConfig",
-    "DiscordConfig",
+    "FlagSource",
     "FlagValue",
-    "SessionConfig",
-    "SessionThreadBindings",
     "ThreadBindingSettings",
-    "ThreadBindingsLevel",
-    "default_token_env",
     "overridable_paths",
     "resolve_flag",
     "resolve_thread_bindings",
     "validate_override",
 ]
 
-DEFAULT_ENABLED = True
-DEFAULT_IDLE_HOURS = 24.0
-DEFAULT_MAX_AGE_HOURS = 0.0
-DEFAULT_SPAWN_SUBAGENT_SESSIONS = False
-
 FLAG_SPAWN_SUBAGENT_SESSIONS = "channels.discord.threadBindings.spawnSubagentSessions"
 """The flag a ``FeatureDisabled`` error names when a thread-bound spawn is refused."""
 
-DEFAULT_ACCOUNT_ID = "default"
 RUNTIME_SOURCE = "<runtime>"
 """``ConfigError.path`` for mistakes in runtime input (flag names, admin overrides)."""
 
 _MS_PER_HOUR = 3_600_000
-Hours = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-AccountId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TRUE_WORDS = frozenset({"true", "on", "yes"})
 _FALSE_WORDS = frozenset({"false", "off", "no"})
+
+
+class FlagSource(Protocol):
+    """What flag resolution reads of a configuration; ``core.config.Config`` is one.
+
+    A protocol rather than ``Config`` itself, so this module need not import the
+    module that imports it.
+    """
+
+    @property
+    def session(self) -> SessionConfig: ...
+
+    @property
+    def channels(self) -> ChannelsConfig: ...
+
+    def account_ids(self) -> tuple[str, ...]:
+        """Configured account ids, or ``("default",)`` when none is configured."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,103 +101,6 @@ _FLAGS: dict[str, _Flag] = {
 }
 FLAG_NAMES: tuple[str, ...] = tuple(_FLAGS)
 """Flag names as the TOML file spells them, in display order."""
-
-
-def invalid_value(expected: str, problem: str) -> PydanticCustomError:
-    """A validator error carrying our own wording, which never includes the input value."""
-    return PydanticCustomError(
-        "tb_config", "{expected}", {"expected": expected, "problem": problem}
-    )
-
-
-class TomlTable(BaseModel):
-    """Base of every TOML table: unknown keys and silent type coercions are mistakes."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, strict=True, loc_by_alias=True
-    )
-
-
-class SessionThreadBindings(TomlTable):
-    """``[session.threadBindings]``: the channel-agnostic baseline every channel inherits."""
-
-    enabled: bool = DEFAULT_ENABLED
-    idle_hours: Hours = Field(default=DEFAULT_IDLE_HOURS, alias="idleHours")
-    max_age_hours: Hours = Field(default=DEFAULT_MAX_AGE_HOURS, alias="maxAgeHours")
-
-
-class ThreadBindingsLevel(TomlTable):
-    """Channel- or account-level ``threadBindings``; ``None`` means inherit from the level below."""
-
-    enabled: bool | None = None
-    idle_hours: Hours | None = Field(default=None, alias="idleHours")
-    max_age_hours: Hours | None = Field(default=None, alias="maxAgeHours")
-    spawn_subagent_sessions: bool | None = Field(default=None, alias="spawnSubagentSessions")
-
-
-class SessionConfig(TomlTable):
-    """``[session]``."""
-
-    thread_bindings: SessionThreadBindings = Field(
-        default_factory=SessionThreadBindings, alias="threadBindings"
-    )
-
-
-class AccountConfig(TomlTable):
-    """One Discord bot account; it names its token's environment variable, never the token."""
-
-    token_env: str
-    thread_bindings: ThreadBindingsLevel = Field(
-        default_factory=ThreadBindingsLevel, alias="threadBindings"
-    )
-
-    @field_validator("token_env")
-    @classmethod
-    def _is_variable_name(cls, value: str) -> str:
-        """Catch a token pasted where its variable's name belongs, without echoing it."""
-        if not _ENV_NAME.fullmatch(value):
-            raise invalid_value(
-                "the NAME of an environment variable (letters, digits and '_'), "
-                "e.g. DISCORD_TOKEN_MAIN",
-                "the value is not a variable name; if it is the token itself, move it into "
-                "that environment variable (value not shown)",
-            )
-        return value
-
-
-def default_token_env(account_id: str) -> str:
-    """The variable an account's token is read from when ``token_env`` is not set."""
-    if account_id == DEFAULT_ACCOUNT_ID:
-        return "DISCORD_TOKEN"
-    return "DISCORD_TOKEN_" + account_id.upper().replace("-", "_")
-
-
-class DiscordConfig(TomlTable):
-    """``[channels.discord]``: channel-level flags and the bot accounts."""
-
-    thread_bindings: ThreadBindingsLevel = Field(
-        default_factory=ThreadBindingsLevel, alias="threadBindings"
-    )
-    accounts: dict[AccountId, AccountConfig] = Field(default_factory=dict)
-
-    @field_validator("accounts", mode="before")
-    @classmethod
-    def _fill_token_env(cls, value: object) -> object:
-        """Give each account its conventional ``token_env`` so dumps show where tokens come from."""
-        if not isinstance(value, Mapping):
-            return value
-        filled: dict[object, object] = {}
-        for key, table in value.items():
-            if isinstance(table, Mapping) and "token_env" not in table:
-                table = {"token_env": default_token_env(str(key)), **table}
-            filled[key] = table
-        return filled
-
-
-class ChannelsConfig(TomlTable):
-    """``[channels]``: one table per channel adapter."""
-
-    discord: DiscordConfig = Field(default_factory=DiscordConfig)
 
 
 class FlagValue(BaseModel):
@@ -239,7 +147,7 @@ def _flag(name: str) -> _Flag:
 
 
 def _levels(
-    config: Config, flag: _Flag, channel: str, account_id: str | None
+    config: FlagSource, flag: _Flag, channel: str, account_id: str | None
 ) -> list[tuple[str, BaseModel | None]]:
     """The (path, table) levels that may set ``flag``, most specific first."""
     known_channels = type(config.channels).model_fields
@@ -299,7 +207,7 @@ def _coerce(flag: _Flag, raw: object, path: str) -> bool | float:
 
 
 def resolve_flag(
-    config: Config,
+    config: FlagSource,
     flag: str,
     *,
     channel: str = "discord",
@@ -329,7 +237,7 @@ def resolve_flag(
 
 
 def resolve_thread_bindings(
-    config: Config,
+    config: FlagSource,
     *,
     channel: str = "discord",
     account_id: str | None = None,
@@ -345,7 +253,7 @@ def resolve_thread_bindings(
     return ThreadBindingSettings.model_validate(values)
 
 
-def overridable_paths(config: Config) -> list[str]:
+def overridable_paths(config: FlagSource) -> list[str]:
     """Every dotted path an admin may override at runtime for this config's accounts."""
     paths = [f"session.threadBindings.{f.key}" for f in _FLAGS.values() if f.at_session_level]
     paths += [f"channels.discord.threadBindings.{key}" for key in FLAG_NAMES]
@@ -355,7 +263,7 @@ def overridable_paths(config: Config) -> list[str]:
     return paths
 
 
-def validate_override(config: Config, path: str, raw: str | bool | int | float) -> bool | float:
+def validate_override(config: FlagSource, path: str, raw: str | bool | int | float) -> bool | float:
     """Check an admin's ``/config set <path> <value>`` and return the typed value to store.
 
     Validated against ``config`` so an override for an account that does not exist is

@@ -4,9 +4,12 @@ Loaded and validated once, before the bot connects, then passed down; nothing re
 the file or the environment later. Every mistake becomes a single ``ConfigError``
 naming the file, the dotted key as the user spelled it and what would have been
 accepted -- never a traceback, and never a secret's value. Secrets are refused in the
-file outright, so a config file can be committed or pasted into an issue safely.
-The [session] and [channels] tables and flag resolution (override > account >
-channel > session > default) live in ``core._config_flags`` and are re-exported here.
+file outright (:func:`core.secret_keys.is_secret_key`, the same test the log
+redaction uses), so a config file can be committed or pasted into an issue safely.
+
+The top layer of :mod:`core.config`: the whole-file :class:`Config`, loading and the
+translation of pydantic errors. It reads :mod:`core.config.flags` and
+:mod:`core.config.tables`; neither reads it. Import these names from ``core.config``.
 """
 
 from __future__ import annotations
@@ -19,86 +22,43 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
-from pydantic import (
-    BaseModel,
-    Field,
-    PrivateAttr,
-    SecretStr,
-    ValidationError,
-)
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, ValidationError
 
-from core._config_flags import (
+from core.config.flags import RUNTIME_SOURCE
+from core.config.tables import (
     DEFAULT_ACCOUNT_ID,
-    FLAG_NAMES,
-    FLAG_SPAWN_SUBAGENT_SESSIONS,
-    RUNTIME_SOURCE,
-    AccountConfig,
-    ChannelsConfig,
-    DiscordConfig,
-    FlagValue,
-    SessionConfig,
-    SessionThreadBindings,
-    ThreadBindingSettings,
-    ThreadBindingsLevel,
-    TomlTable,
-    default_token_env,
-    overridable_paths,
-    resolve_flag,
-    resolve_thread_bindings,
-    validate_override,
-)
-from core._config_sections import (
-    STORE_SCHEMES,
+    DEFAULT_DISPLAY_NAME,
     AgentConfig,
     AgentProfile,
     BindingsConfig,
+    ChannelsConfig,
     DiscordEndpointsConfig,
     LoggingConfig,
     PlaygroundConfig,
+    ProviderConfig,
     ProviderName,
+    SessionConfig,
     StoreConfig,
-    check_agent_references,
+    TomlTable,
+    agent_display_name,
+    default_token_env,
 )
 from core.errors import ConfigError, got
-from core.providers.config import ProviderConfig
+from core.secret_keys import is_secret_key
 
 __all__ = [
-    "DEFAULT_ACCOUNT_ID",
-    "FLAG_NAMES",
-    "FLAG_SPAWN_SUBAGENT_SESSIONS",
-    "RUNTIME_SOURCE",
-    "STORE_SCHEMES",
-    "AccountConfig",
-    "AgentConfig",
-    "AgentProfile",
-    "BindingsConfig",
-    "ChannelsConfig",
+    "DEFAULTS_SOURCE",
+    "DEFAULT_CONFIG_FILE",
     "Config",
-    "DiscordConfig",
-    "DiscordEndpointsConfig",
-    "FlagValue",
-    "LoggingConfig",
-    "PlaygroundConfig",
-    "SessionConfig",
-    "SessionThreadBindings",
-    "StoreConfig",
-    "ThreadBindingSettings",
-    "ThreadBindingsLevel",
-    "default_token_env",
+    "check_agent_references",
     "load_config",
-    "overridable_paths",
     "parse_config",
-    "resolve_flag",
-    "resolve_thread_bindings",
     "toml_key_path",
-    "validate_override",
 ]
 
 DEFAULT_CONFIG_FILE = "config.toml"
 DEFAULTS_SOURCE = "<defaults>"
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "apikey"})
-_SECRET_KEY_PAIRS = frozenset({("api", "key"), ("private", "key"), ("webhook", "url")})
 
 
 class Config(TomlTable):
@@ -161,6 +121,11 @@ class Config(TomlTable):
         if not self.logging.json_file:
             return None
         return self._base_dir / self.logging.json_file
+
+    def display_name(self, agent: str | None, *, fallback: str = DEFAULT_DISPLAY_NAME) -> str:
+        """The name ``agent`` is shown under: its ``[agents.<id>]`` display_name, else
+        ``fallback`` (``"Subagent"``: never a free-text id, see :func:`agent_display_name`)."""
+        return agent_display_name(self.agents, agent, fallback=fallback)
 
     def _require_account(self, account_id: str) -> None:
         """Fail loudly on an unknown account instead of quietly reading no token."""
@@ -293,14 +258,6 @@ def _config_error_from_validation(exc: ValidationError, source: str) -> ConfigEr
     return ConfigError(source, where.path, expected, problem)
 
 
-def _is_secret_key(key: str) -> bool:
-    """Whether a key names a secret (``token``, ``bot_token``, ``apiKey``), not ``token_env``."""
-    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower().replace("-", "_").split("_")
-    if words[-1] in _SECRET_WORDS:
-        return True
-    return len(words) >= 2 and (words[-2], words[-1]) in _SECRET_KEY_PAIRS
-
-
 def _toml_key(keys: tuple[str | int, ...]) -> str:
     """A dotted key path as TOML would spell it: keys quoted unless bare, indexes as ``[i]``."""
     path = ""
@@ -316,7 +273,7 @@ def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int,
     """Refuse secret-looking keys anywhere in the file, before anything else can echo them."""
     for key, value in data.items():
         path = (*keys, str(key))
-        if _is_secret_key(str(key)):
+        if is_secret_key(str(key)):
             in_account = path[:3] == ("channels", "discord", "accounts") and len(path) > 4
             env_name = default_token_env(str(path[3])) if in_account else "DISCORD_TOKEN"
             raise ConfigError(
@@ -332,6 +289,27 @@ def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int,
             for index, item in enumerate(value):
                 if isinstance(item, Mapping):
                     _reject_secrets(item, source, (*path, index))
+
+
+def check_agent_references(config: Config, source: str) -> None:
+    """Agent profiles may only name providers and agents that exist in the same file."""
+    for agent_id, profile in config.agents.items():
+        if profile.provider and profile.provider not in config.providers:
+            known = ", ".join(config.providers) or "none configured"
+            raise ConfigError(
+                source,
+                f"agents.{agent_id}.provider",
+                f"the name of a [providers.<name>] table ({known})",
+                got(profile.provider),
+            )
+        for target in profile.handoff_to:
+            if target not in config.agents:
+                raise ConfigError(
+                    source,
+                    f"agents.{agent_id}.handoff_to",
+                    f"ids of [agents.<id>] tables ({', '.join(config.agents)})",
+                    got(target),
+                )
 
 
 def _build(

@@ -1,0 +1,103 @@
+"""Typed configuration: ``from core.config import Config, load_config, resolve_flag, ...``.
+
+The package is three layers whose imports flow one way (an import-linter
+``layers`` contract in pyproject.toml enforces it):
+
+* :mod:`core.config.loading` -- the whole-file :class:`Config`, loading, secret
+  refusal and error translation;
+* :mod:`core.config.flags` -- thread-binding flag resolution and runtime overrides;
+* :mod:`core.config.tables` -- every TOML table as a pydantic model, provider
+  tables included; pydantic and the standard library only.
+
+Loading the config therefore imports no provider, HTTP client, database driver or
+logging stack. This module only re-exports; import from here unless you are one of
+the layers.
+"""
+
+from __future__ import annotations
+
+from core.config.flags import (
+    FLAG_NAMES,
+    FLAG_SPAWN_SUBAGENT_SESSIONS,
+    RUNTIME_SOURCE,
+    FlagSource,
+    FlagValue,
+    ThreadBindingSettings,
+    overridable_paths,
+    resolve_flag,
+    resolve_thread_bindings,
+    validate_override,
+)
+from core.config.loading import (
+    DEFAULT_CONFIG_FILE,
+    DEFAULTS_SOURCE,
+    Config,
+    load_config,
+    parse_config,
+    toml_key_path,
+)
+from core.config.tables import (
+    DEFAULT_ACCOUNT_ID,
+    DEFAULT_DISPLAY_NAME,
+    KNOWN_TOOLS,
+    STORE_SCHEMES,
+    AccountConfig,
+    AgentConfig,
+    AgentProfile,
+    BindingsConfig,
+    ChannelsConfig,
+    DiscordConfig,
+    DiscordEndpointsConfig,
+    LoggingConfig,
+    PlaygroundConfig,
+    ProviderConfig,
+    ProviderName,
+    SessionConfig,
+    SessionThreadBindings,
+    StoreConfig,
+    ThreadBindingsLevel,
+    TomlTable,
+    agent_display_name,
+    default_token_env,
+)
+
+__all__ = [
+    "DEFAULTS_SOURCE",
+    "DEFAULT_ACCOUNT_ID",
+    "DEFAULT_CONFIG_FILE",
+    "DEFAULT_DISPLAY_NAME",
+    "FLAG_NAMES",
+    "FLAG_SPAWN_SUBAGENT_SESSIONS",
+    "KNOWN_TOOLS",
+    "RUNTIME_SOURCE",
+    "STORE_SCHEMES",
+    "AccountConfig",
+    "AgentConfig",
+    "AgentProfile",
+    "BindingsConfig",
+    "ChannelsConfig",
+    "Config",
+    "DiscordConfig",
+    "DiscordEndpointsConfig",
+    "FlagSource",
+    "FlagValue",
+    "LoggingConfig",
+    "PlaygroundConfig",
+    "ProviderConfig",
+    "ProviderName",
+    "SessionConfig",
+    "SessionThreadBindings",
+    "StoreConfig",
+    "ThreadBindingSettings",
+    "ThreadBindingsLevel",
+    "TomlTable",
+    "agent_display_name",
+    "default_token_env",
+    "load_config",
+    "overridable_paths",
+    "parse_config",
+    "resolve_flag",
+    "resolve_thread_bindings",
+    "toml_key_path",
+    "validate_override",
+]

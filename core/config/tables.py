@@ -1,0 +1,422 @@
+"""Every table of config.toml as a pydantic model: the bottom of :mod:`core.config`.
+
+Only declarations and per-value checks live here; nothing in this module knows the
+whole file, reads it, or resolves a flag. It imports nothing but pydantic and the
+standard library, so any layer (flag resolution, loading, a provider, a service
+holding agent profiles) can use these models without pulling in what they feed.
+
+The seed's flag-bearing tables ([session], [channels]) keep camelCase keys; the
+operational tables ([store], [bindings], [logging], [agent], [discord],
+[playground], [agents.<id>], [providers.<name>]) use snake_case.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Final, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "DEFAULT_ACCOUNT_ID",
+    "DEFAULT_DISPLAY_NAME",
+    "DEFAULT_ENABLED",
+    "DEFAULT_IDLE_HOURS",
+    "DEFAULT_MAX_AGE_HOURS",
+    "DEFAULT_SPAWN_SUBAGENT_SESSIONS",
+    "KNOWN_TOOLS",
+    "STORE_SCHEMES",
+    "AccountConfig",
+    "AccountId",
+    "AgentConfig",
+    "AgentProfile",
+    "BindingsConfig",
+    "ChannelsConfig",
+    "DiscordConfig",
+    "DiscordEndpointsConfig",
+    "Hours",
+    "LoggingConfig",
+    "PlaygroundConfig",
+    "ProviderConfig",
+    "ProviderName",
+    "Seconds",
+    "SessionConfig",
+    "SessionThreadBindings",
+    "StoreConfig",
+    "ThreadBindingsLevel",
+    "TomlTable",
+    "agent_display_name",
+    "default_token_env",
+    "invalid_value",
+]
+
+DEFAULT_ENABLED = True
+DEFAULT_IDLE_HOURS = 24.0
+DEFAULT_MAX_AGE_HOURS = 0.0
+DEFAULT_SPAWN_SUBAGENT_SESSIONS = False
+DEFAULT_ACCOUNT_ID = "default"
+
+DEFAULT_DISPLAY_NAME: Final = "Subagent"
+"""The name an agent without a profile is shown under (see :func:`agent_display_name`)."""
+
+STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
+"""The same as ``core.store.engine.SUPPORTED_DRIVERS`` (a test keeps them equal), spelled
+out here so loading the config does not import SQLAlchemy."""
+
+KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact")
+"""Tool names an agent profile may list."""
+
+Hours = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+AccountId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
+ProviderName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def invalid_value(expected: str, problem: str) -> PydanticCustomError:
+    """A validator error carrying our own wording, which never includes the input value.
+
+    The loader recognises the ``tb_config`` type and passes ``expected`` and
+    ``problem`` straight into its ``ConfigError``.
+    """
+    return PydanticCustomError(
+        "tb_config", "{expected}", {"expected": expected, "problem": problem}
+    )
+
+
+class TomlTable(BaseModel):
+    """Base of every TOML table: unknown keys and silent type coercions are mistakes."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, loc_by_alias=True
+    )
+
+
+# -- [session] and [channels]: the flag-bearing tables (camelCase) ---------------------
+
+
+class SessionThreadBindings(TomlTable):
+    """``[session.threadBindings]``: the channel-agnostic baseline every channel inherits."""
+
+    enabled: bool = DEFAULT_ENABLED
+    idle_hours: Hours = Field(default=DEFAULT_IDLE_HOURS, alias="idleHours")
+    max_age_hours: Hours = Field(default=DEFAULT_MAX_AGE_HOURS, alias="maxAgeHours")
+
+
+class ThreadBindingsLevel(TomlTable):
+    """Channel- or account-level ``threadBindings``; ``None`` means inherit from the level below."""
+
+    enabled: bool | None = None
+    idle_hours: Hours | None = Field(default=None, alias="idleHours")
+    max_age_hours: Hours | None = Field(default=None, alias="maxAgeHours")
+    spawn_subagent_sessions: bool | None = Field(default=None, alias="spawnSubagentSessions")
+
+
+class SessionConfig(TomlTable):
+    """``[session]``."""
+
+    thread_bindings: SessionThreadBindings = Field(
+        default_factory=SessionThreadBindings, alias="threadBindings"
+    )
+
+
+class AccountConfig(TomlTable):
+    """One Discord bot account; it names its token's environment variable, never the token."""
+
+    token_env: str
+    thread_bindings: ThreadBindingsLevel = Field(
+        default_factory=ThreadBindingsLevel, alias="threadBindings"
+    )
+
+    @field_validator("token_env")
+    @classmethod
+    def _is_variable_name(cls, value: str) -> str:
+        """Catch a token pasted where its variable's name belongs, without echoing it."""
+        if not _ENV_NAME.fullmatch(value):
+            raise invalid_value(
+                "the NAME of an environment variable (letters, digits and '_'), "
+                "e.g. DISCORD_TOKEN_MAIN",
+                "the value is not a variable name; if it is the token itself, move it into "
+                "that environment variable (value not shown)",
+            )
+        return value
+
+
+def default_token_env(account_id: str) -> str:
+    """The variable an account's token is read from when ``token_env`` is not set."""
+    if account_id == DEFAULT_ACCOUNT_ID:
+        return "DISCORD_TOKEN"
+    return "DISCORD_TOKEN_" + account_id.upper().replace("-", "_")
+
+
+class DiscordConfig(TomlTable):
+    """``[channels.discord]``: channel-level flags and the bot accounts."""
+
+    thread_bindings: ThreadBindingsLevel = Field(
+        default_factory=ThreadBindingsLevel, alias="threadBindings"
+    )
+    accounts: dict[AccountId, AccountConfig] = Field(default_factory=dict)
+
+    @field_validator("accounts", mode="before")
+    @classmethod
+    def _fill_token_env(cls, value: object) -> object:
+        """Give each account its conventional ``token_env`` so dumps show where tokens come from."""
+        if not isinstance(value, Mapping):
+            return value
+        filled: dict[object, object] = {}
+        for key, table in value.items():
+            if isinstance(table, Mapping) and "token_env" not in table:
+                table = {"token_env": default_token_env(str(key)), **table}
+            filled[key] = table
+        return filled
+
+
+class ChannelsConfig(TomlTable):
+    """``[channels]``: one table per channel adapter."""
+
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+
+
+# -- the operational tables (snake_case) -------------------------------------------------
+
+
+class StoreConfig(TomlTable):
+    """``[store]``: where bindings and session events are persisted."""
+
+    url: str = "sqlite:///threadbound.db"
+    busy_timeout_ms: int = Field(default=5000, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _supported_url(cls, value: str) -> str:
+        """Only the drivers we test are accepted, and no password in the file."""
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in STORE_SCHEMES:
+            raise invalid_value(
+                "a SQLAlchemy URL starting with sqlite://, sqlite+aiosqlite:// "
+                "or postgresql+asyncpg://",
+                f"got scheme {scheme!r}" if scheme else "no scheme",
+            )
+        try:
+            password = urlsplit(value).password
+        except ValueError:
+            password = None
+        if password:
+            raise invalid_value(
+                "a URL without a password; put it in the PGPASSWORD environment variable",
+                "the URL contains a password (not shown)",
+            )
+        return value
+
+
+class BindingsConfig(TomlTable):
+    """``[bindings]``: timing of the binding service's background work."""
+
+    touch_flush_seconds: Seconds = 5.0
+    sweep_interval_seconds: Seconds = 60.0
+
+
+class LoggingConfig(TomlTable):
+    """``[logging]``."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    json_file: str = "logs/threadbound.jsonl"
+    console: bool = True
+
+
+class AgentConfig(TomlTable):
+    """``[agent]``: how every session's agent loop behaves."""
+
+    steer_skips_pending_tools: bool = True
+    follow_up_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
+    max_steps_per_turn: int = Field(default=25, gt=0, le=1000)
+    max_total_tokens: int = Field(default=0, ge=0)
+    """Per-session token budget; 0 means no limit."""
+    max_cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Per-session cost budget; 0 means no limit."""
+    idle_evict_seconds: Seconds = 900.0
+    subagent_timeout_seconds: float = Field(default=1800.0, ge=0, allow_inf_nan=False)
+    """A subagent's task is announced as timed out after this long; 0 means never."""
+    http_get_allowed_hosts: list[str] = Field(default_factory=list)
+    """Hosts http_get may fetch from (``*.example.org``: subdomains); none by default."""
+
+
+class DiscordEndpointsConfig(TomlTable):
+    """``[discord]``: where the bot's Discord is; unset means Discord's own addresses.
+
+    A REST proxy (or the local playground) needs both: ``api_base_url`` with the
+    version path (``https://proxy.example/api/v10``) and the gateway websocket URL.
+    """
+
+    api_base_url: str = ""
+    gateway_url: str = ""
+    command_guild_ids: list[int] = Field(default_factory=list)
+    """Sync app commands to these guilds only (instant); empty: globally (slow to appear)."""
+    allow_bots: bool = False
+    """Let other bots' messages in bound threads reach the agent."""
+    thread_auto_archive_minutes: Literal[60, 1440, 4320, 10080] = 10080
+    """Inactivity after which Discord archives a thread the bot opened (the values it allows)."""
+
+    @field_validator("api_base_url", "gateway_url")
+    @classmethod
+    def _url_or_empty(cls, value: str) -> str:
+        if not value:
+            return value
+        scheme = urlsplit(value).scheme
+        if scheme not in ("http", "https", "ws", "wss"):
+            raise invalid_value(
+                'an http(s):// or ws(s):// URL, or "" for Discord\'s own',
+                f"got scheme {scheme!r}" if scheme else "no scheme",
+            )
+        return value.rstrip("/")
+
+
+class PlaygroundConfig(TomlTable):
+    """``[playground]``: the local Discord-compatible server ``python -m bot`` runs without a token.
+
+    It always listens on 127.0.0.1 (a playground is never exposed); ``port`` 0 picks a
+    free one. Relative paths are resolved against the config file's directory. The
+    store is kept apart from the real bot's so playground threads never reach Discord.
+    """
+
+    port: int = Field(default=8765, ge=0, le=65535)
+    state_file: str = "playground.json"
+    """Where the fake Discord's guild, channels and messages are saved; "" keeps them in memory."""
+    store_file: str = "playground.db"
+    """The bot's SQLite store while in the playground."""
+    demo_sleep_seconds: Seconds = 3.0
+    """How long each step of the demo model (used when no provider is configured) sleeps."""
+    demo_steps: int = Field(default=3, ge=1, le=20)
+    """Sleeping steps per turn of the demo model before its final answer."""
+
+    @field_validator("store_file")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise invalid_value("a file name for the playground's SQLite store", "got an empty one")
+        return value
+
+
+class AgentProfile(TomlTable):
+    """``[agents.<id>]``: one agent a session can run, and how it appears in Discord.
+
+    ``display_name`` and ``avatar_url`` are the webhook persona. ``provider``
+    names a ``[providers.<name>]`` table (default: the first one); references
+    to providers and other agents are checked when the file is loaded.
+    """
+
+    display_name: str = Field(min_length=1, max_length=80)
+    avatar_url: str = ""
+    provider: str = ""
+    model: str = ""
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    user_startable: bool = True
+    artifact_types: list[str] = Field(default_factory=list)
+    handoff_to: list[str] = Field(default_factory=list)
+    handoff_thread: Literal["same", "new"] = "same"
+    """Where this agent takes over after an accepted handoff: the offer's thread, or a new one."""
+
+    @field_validator("avatar_url")
+    @classmethod
+    def _http_avatar(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in ("http", "https"):
+            raise invalid_value('an http(s):// image URL, or ""', "not an http(s) URL")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in KNOWN_TOOLS]
+        if unknown:
+            raise invalid_value(
+                f"tool names from {', '.join(KNOWN_TOOLS)}", f"unknown: {', '.join(unknown)}"
+            )
+        return value
+
+
+def agent_display_name(
+    profiles: Mapping[str, AgentProfile],
+    agent: str | None,
+    *,
+    fallback: str = DEFAULT_DISPLAY_NAME,
+) -> str:
+    """The name ``agent`` is shown under: its profile's ``display_name``, else ``fallback``.
+
+    The one place that answers this, for :meth:`core.config.Config.display_name` and
+    for services that only hold the ``[agents]`` profiles. The default fallback is
+    never the id itself: an id without a profile came from free text (a user's
+    ``agent:`` option, a model's tool call, an old row), and a persona named from
+    free text impersonates whoever it likes. Callers that only *mention* an agent
+    in their own message (the handoff buttons) may pass the id as ``fallback``.
+    """
+    profile = profiles.get(agent or "")
+    return profile.display_name if profile is not None else fallback
+
+
+# -- [providers.<name>] -------------------------------------------------------------------
+
+
+class ProviderConfig(TomlTable):
+    """One ``[providers.<name>]`` table: which model endpoint to call, and where its key lives.
+
+    Like the Discord tokens, an API key never appears in the file: the table names the
+    environment variable that holds it (``api_key_env``), and
+    :func:`core.providers.config.build_provider` reads it once, at start-up.
+
+    ```toml
+    [providers.local]
+    base_url = "http://127.0.0.1:11434/v1"   # Ollama; no key needed
+    model = "qwen2.5:7b"
+
+    [providers.openai]
+    base_url = "https://api.openai.com/v1"
+    model = "gpt-4o-mini"
+    api_key_env = "OPENAI_API_KEY"
+    ```
+    """
+
+    kind: Literal["openai"] = "openai"
+    base_url: str
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    timeout_s: Seconds = 120.0
+    max_retries: int = Field(default=4, ge=0, le=10)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        """An http(s) API root without credentials; a trailing slash is dropped."""
+        try:
+            parts = urlsplit(value)
+            has_credentials = bool(parts.username or parts.password)
+        except ValueError:
+            raise invalid_value("an http:// or https:// URL", "the URL cannot be parsed") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise invalid_value(
+                "an http:// or https:// URL such as https://api.openai.com/v1",
+                f"got scheme {parts.scheme!r}" if parts.scheme else "no scheme",
+            )
+        if has_credentials or parts.query or parts.fragment:
+            raise invalid_value(
+                "a URL without credentials, query or fragment; put the key in the "
+                "environment variable named by api_key_env",
+                "the URL has extra parts (not shown)",
+            )
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _is_variable_name(cls, value: str | None) -> str | None:
+        """Catch a key pasted where its variable's name belongs, without echoing it."""
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise invalid_value(
+                "the NAME of an environment variable (letters, digits and '_'), "
+                "e.g. OPENAI_API_KEY",
+                "the value is not a variable name; if it is the key itself, move it into "
+                "that environment variable (value not shown)",
+            )
+        return value
