@@ -5,7 +5,7 @@ Each command creates (or refreshes, when ``pyproject.toml`` changed) the
 virtual environment in ``.venv`` and then runs inside it:
 
     python3 tb.py run [ARGS...]     the bot: ``python -m bot ARGS``
-    python3 tb.py test [ARGS...]    ruff, the import contracts, then pytest ARGS
+    python3 tb.py test [ARGS...]    ruff, the import contracts, mypy, then pytest ARGS
     python3 tb.py bench [NAME...]   the benchmark scripts in tests/benchmarks/
 
 The stamp file records a hash of ``pyproject.toml`` and the extras installed,
@@ -66,6 +66,7 @@ def cmd_test(args: list[str]) -> int:
         [str(BIN / "ruff"), "check", "."],
         [str(BIN / "ruff"), "format", "--check", "."],
         [str(BIN / "lint-imports")],
+        [str(BIN / "mypy")],  # strict on core/ ([tool.mypy] in pyproject.toml)
     ]
     for check in checks:
         if code := _run(check):

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
-from functools import cache
 from typing import Any, ClassVar, Final, Literal, Protocol
 
 from core.logging import REDACTED, get_logger, is_secret_key
@@ -298,10 +297,15 @@ def emit(event: Event, logger: EventLogger | None = None) -> None:
     getattr(log, event.severity())(event.name, **event.log_fields())
 
 
-@cache
+_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
+
+
 def _field_names(event_type: type[Event]) -> tuple[str, ...]:
     """Per class, once: the router logs on its hot path."""
-    return tuple(f.name for f in fields(event_type))
+    names = _FIELD_NAMES.get(event_type)
+    if names is None:
+        names = _FIELD_NAMES[event_type] = tuple(f.name for f in fields(event_type))
+    return names
 
 
 def _iso(value: datetime | str | None) -> str | None:

@@ -32,11 +32,11 @@ from core.config import resolve_thread_bindings as _resolve_thread_bindings
 from core.errors import ConfigError
 from core.logging import get_logger
 from core.store.database import Database
-from core.store.tables import ConfigOverrideRow
+from core.store.tables import ConfigOverrideRow, table_of
 
 __all__ = ["RuntimeOverrides"]
 
-_T = ConfigOverrideRow.__table__  # type: ignore[attr-defined]
+_T = table_of(ConfigOverrideRow)
 _log = get_logger("core.overrides")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
 from core.providers.types import ChatMessage, ToolCall
 from core.sessions.events import SessionEvent
@@ -131,7 +132,9 @@ def _unanswered(calls: Sequence[ToolCall]) -> list[ChatMessage]:
     ]
 
 
-def unanswered_results(tree: SessionTree, content: str, turn_id: str | None = None) -> list[dict]:
+def unanswered_results(
+    tree: SessionTree, content: str, turn_id: str | None = None
+) -> list[dict[str, Any]]:
     """``tool_result`` payloads for the head's tool calls that never got a result.
 
     Used to close a turn that was cancelled or cut short by a crash, so the

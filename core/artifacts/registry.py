@@ -151,7 +151,8 @@ def register_artifact_type(
     model = create_model(
         f"Artifact_{name.replace('.', '_').replace('-', '_')}_Payload",
         __base__=ArtifactPayload,
-        type=(Literal[name], name),  # type: ignore[valid-type]
+        # A Literal of a name known only at run time: valid for pydantic, not a static type.
+        type=(Literal[name], name),  # type: ignore[arg-type]
     )
     try:
         register_event_type(event_type(name), "system", model)

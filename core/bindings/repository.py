@@ -15,12 +15,12 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection, String, bindparam, func, or_, select, type_coerce, update
 
 from core.bindings.records import SessionBindingRecord
-from core.store.tables import BindingRow
+from core.store.tables import BindingRow, table_of
 from core.store.types import UTCDateTime
 
 __all__ = ["BindingRepository"]
 
-_T = BindingRow.__table__  # type: ignore[attr-defined]
+_T = table_of(BindingRow)
 _LIVE = _T.c.status != "ended"
 _RAW_COLUMNS = ("bound_at", "expires_at", "last_activity_at", "metadata")
 # Timestamps and metadata are read as the driver returns them and parsed below:

@@ -30,7 +30,7 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -42,6 +42,7 @@ from core.bindings.records import (
     BindingTargetKind,
     ConversationKey,
     ConversationRef,
+    ExpiryReason,
     SessionBindingRecord,
 )
 from core.bindings.repository import BindingRepository
@@ -380,7 +381,8 @@ class SessionBindingService:
         self._unindex(record)
         ended = record.model_copy(update={"status": "ended"})
         if expired:
-            log_events.emit(log_events.BindingExpired(**ended.log_fields(), reason=reason), _log)  # type: ignore[arg-type]
+            expiry = cast(ExpiryReason, reason)  # ``expired`` says it is one of the two
+            log_events.emit(log_events.BindingExpired(**ended.log_fields(), reason=expiry), _log)
         else:
             log_events.emit(
                 log_events.BindingUnbound(

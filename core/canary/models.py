@@ -103,7 +103,7 @@ class CanaryReport(_Model):
     webhook_failures: list[WebhookFailure]
     malformed: MalformedLines
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy rejects decorated properties
     @property
     def violations(self) -> int:
         """Duplicates plus hidden fallbacks: the number that fails the canary."""

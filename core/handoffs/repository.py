@@ -8,11 +8,11 @@ from typing import Any
 from sqlalchemy import Connection, delete, select
 
 from core.handoffs.activation import HandoffRecord
-from core.store.tables import HandoffRow
+from core.store.tables import HandoffRow, table_of
 
 __all__ = ["list_for_session", "list_with_status", "replace_session", "upsert"]
 
-_T = HandoffRow.__table__  # type: ignore[attr-defined]
+_T = table_of(HandoffRow)
 
 
 def _values(record: HandoffRecord) -> dict[str, Any]:

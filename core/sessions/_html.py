@@ -116,9 +116,10 @@ class _Page:
         self.labels: dict[str, list[str]] = {}
         for label, node_id in tree.bookmarks.items():
             self.labels.setdefault(node_id, []).append(label)
-        self.branch_heads: dict[str | None, list[str]] = {}
-        for branch, node_id in tree.branches.items():
-            self.branch_heads.setdefault(node_id, []).append(branch)
+        self.branch_heads: dict[str, list[str]] = {}
+        for branch, head in tree.branches.items():
+            if head is not None:  # a branch with no node yet heads nothing to mark
+                self.branch_heads.setdefault(head, []).append(branch)
         self.system: dict[str | None, list[SessionEvent]] = {}
         for event in tree.events:
             if event.kind not in ADVANCING_KINDS:

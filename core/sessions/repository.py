@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
+from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow, table_of
 
 __all__ = [
     "LoadedSession",
@@ -38,9 +38,9 @@ __all__ = [
     "write_events",
 ]
 
-_E = SessionEventRow.__table__  # type: ignore[attr-defined]
-_H = SessionHeadRow.__table__  # type: ignore[attr-defined]
-_B = SessionBranchRow.__table__  # type: ignore[attr-defined]
+_E = table_of(SessionEventRow)
+_H = table_of(SessionHeadRow)
+_B = table_of(SessionBranchRow)
 
 # Statements are built once (building them per call costs more than a SQLite
 # INSERT). Each event is read as one JSON object built by the database, and a

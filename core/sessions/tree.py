@@ -181,7 +181,7 @@ class SessionTree:
             return NotImplemented
         return self._key == other._key and self._events == other._events
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as list; typeshed types it as a method
 
     def __repr__(self) -> str:
         return f"SessionTree({self._key!r}, events={len(self._events)}, head={self._head!r})"

@@ -81,8 +81,8 @@ def create_engine(
             # One dedicated thread uses the connections, but it is not the thread
             # that opened the pool's first connection during start-up checks.
             connect_args["check_same_thread"] = False
-            engine: Engine | AsyncEngine = create_sync_engine(parsed, connect_args=connect_args)
-            sync = engine
+            sync = create_sync_engine(parsed, connect_args=connect_args)
+            engine: Engine | AsyncEngine = sync
         else:
             engine = create_async_engine(parsed, connect_args=connect_args)
             sync = engine.sync_engine

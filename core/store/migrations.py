@@ -30,6 +30,7 @@ from core.store.tables import (
     SessionEventRow,
     SessionHeadRow,
     SubagentRow,
+    table_of,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "current_version", "migrate"]
@@ -43,25 +44,25 @@ class Migration:
 
 
 def _v1_bindings(conn: Connection) -> None:
-    BindingRow.__table__.create(conn)  # type: ignore[attr-defined]
+    table_of(BindingRow).create(conn)
 
 
 def _v2_session_events(conn: Connection) -> None:
     for table in (SessionEventRow, SessionHeadRow, SessionBranchRow):
-        table.__table__.create(conn)  # type: ignore[attr-defined]
+        table_of(table).create(conn)
 
 
 def _v3_config_overrides(conn: Connection) -> None:
-    ConfigOverrideRow.__table__.create(conn)  # type: ignore[attr-defined]
+    table_of(ConfigOverrideRow).create(conn)
 
 
 def _v4_handoffs(conn: Connection) -> None:
-    HandoffRow.__table__.create(conn)  # type: ignore[attr-defined]
+    table_of(HandoffRow).create(conn)
 
 
 def _v5_subagents(conn: Connection) -> None:
     for table in (SubagentRow, CompletionDeliveryRow):
-        table.__table__.create(conn)  # type: ignore[attr-defined]
+        table_of(table).create(conn)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -73,7 +74,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
-_VERSIONS = SchemaVersionRow.__table__  # type: ignore[attr-defined]
+_VERSIONS = table_of(SchemaVersionRow)
 
 
 class _Runner(Protocol):
@@ -83,7 +84,7 @@ class _Runner(Protocol):
 def _read_version(conn: Connection) -> int:
     if not inspect(conn).has_table(_VERSIONS.name):
         return 0
-    return conn.execute(select(func.max(_VERSIONS.c.version))).scalar() or 0
+    return int(conn.execute(select(func.max(_VERSIONS.c.version))).scalar() or 0)
 
 
 def _ensure_version_table(conn: Connection) -> None:
@@ -104,7 +105,8 @@ def _apply(conn: Connection, step: Migration) -> None:
 
 async def current_version(database: _Runner) -> int:
     """The database's schema version; 0 for an empty database."""
-    return await database.run(_read_version)
+    version: int = await database.run(_read_version)
+    return version
 
 
 async def migrate(database: _Runner) -> int:

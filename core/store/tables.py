@@ -20,6 +20,7 @@ from sqlalchemy import (
     Index,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -245,3 +246,8 @@ class CompletionDeliveryRow(SQLModel, table=True):
     delivered_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The SQLAlchemy table of a table model: SQLModel sets ``__table__`` without typing it."""
+    return SQLModel.metadata.tables[str(model.__tablename__)]

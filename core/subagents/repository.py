@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from core.store.tables import CompletionDeliveryRow, SubagentRow
-from core.subagents.records import SubagentRecord
+from core.store.tables import CompletionDeliveryRow, SubagentRow, table_of
+from core.subagents.records import Outcome, SubagentRecord
 
 __all__ = [
     "PendingCompletion",
@@ -26,8 +26,8 @@ __all__ = [
     "upsert_subagent",
 ]
 
-_S = SubagentRow.__table__  # type: ignore[attr-defined]
-_D = CompletionDeliveryRow.__table__  # type: ignore[attr-defined]
+_S = table_of(SubagentRow)
+_D = table_of(CompletionDeliveryRow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ class PendingCompletion:
 
     completion_id: str
     session_key: str
-    outcome: str
+    outcome: Outcome
     result: str
     status: str
     attempts: int

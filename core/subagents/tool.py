@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from core.agent.builtin_tools import SpawnHandler, SpawnSubagentArgs
 from core.agent.tools import ToolContext
+from core.bindings.records import ConversationRef
 from core.subagents.service import SpawnRequest, SubagentService
 
 __all__ = ["spawn_tool_handler"]
@@ -19,6 +20,7 @@ def spawn_tool_handler(service: SubagentService) -> SpawnHandler:
     async def handle(args: SpawnSubagentArgs, context: ToolContext) -> str:
         parent = await service.get(context.session_key)
         binding = service.binding_of(context.session_key)
+        requester: ConversationRef | None
         if binding is not None:
             requester = binding.conversation
             scope = binding.metadata.get("guild_id")
