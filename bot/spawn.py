@@ -117,12 +117,7 @@ async def spawn(account: AccountRuntime, request: SpawnCommand) -> SpawnResult:
 
 def _threads_on(account: AccountRuntime, guild_id: int) -> bool:
     """Whether this guild and account spawn subagents in threads (admin overrides included)."""
-    services = account.services
-    known = services.config.account_ids()
-    settings = services.overrides.thread_bindings(
-        str(guild_id), account_id=account.account_id if account.account_id in known else None
-    )
-    return settings.enabled and settings.spawn_subagent_sessions
+    return account.services.overrides.spawns_threads(str(guild_id), account.account_id)
 
 
 async def _legacy(

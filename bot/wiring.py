@@ -132,17 +132,15 @@ class NoProvider:
         yield  # pragma: no cover - makes this an async generator
 
 
-def lifecycle_defaults_for(config: Config, overrides: RuntimeOverrides) -> LifecycleDefaults:
+def lifecycle_defaults_for(overrides: RuntimeOverrides) -> LifecycleDefaults:
     """Idle timeout and max age of a new binding: its account's flags, with the runtime
     overrides of its guild (an admin's ``/config set ...idleHours``) applied."""
-    known = set(config.account_ids())
 
     def defaults(conversation: ConversationRef, metadata: Mapping[str, Any]) -> tuple[int, int]:
-        account = conversation.account_id if conversation.account_id in known else None
         guild = metadata.get("guild_id")
         settings = overrides.thread_bindings(
             str(guild) if guild is not None else None,
-            account_id=account,
+            conversation.account_id,
             channel=conversation.channel,
         )
         return settings.idle_timeout_ms, settings.max_age_ms
@@ -150,19 +148,14 @@ def lifecycle_defaults_for(config: Config, overrides: RuntimeOverrides) -> Lifec
     return defaults
 
 
-def threads_allowed_for(
-    config: Config, overrides: RuntimeOverrides
-) -> Callable[[SpawnRequest], bool]:
+def threads_allowed_for(overrides: RuntimeOverrides) -> Callable[[SpawnRequest], bool]:
     """Whether a spawn may open a thread: binding and spawning enabled for its scope and account."""
-    known = set(config.account_ids())
 
     def allowed(request: SpawnRequest) -> bool:
         requester = request.requester
-        account = requester.account_id if requester is not None else None
-        settings = overrides.thread_bindings(
-            request.scope, account_id=account if account in known else None
+        return overrides.spawns_threads(
+            request.scope, requester.account_id if requester is not None else None
         )
-        return settings.enabled and settings.spawn_subagent_sessions
 
     return allowed
 
@@ -198,7 +191,7 @@ async def build_services(
             database,
             adapters=adapters,
             clock=clock,
-            lifecycle_defaults=lifecycle_defaults_for(config, overrides),
+            lifecycle_defaults=lifecycle_defaults_for(overrides),
         )
         await bindings.start()
         sessions = SessionLog(database, clock=clock)
@@ -222,7 +215,7 @@ async def build_services(
                 clock=clock,
             ),
             profiles=config.agents,
-            threads_allowed=threads_allowed_for(config, overrides),
+            threads_allowed=threads_allowed_for(overrides),
             clock=clock,
             timeout_seconds=config.agent.subagent_timeout_seconds or None,
         )

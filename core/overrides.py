@@ -87,17 +87,32 @@ class RuntimeOverrides:
             self._config,
             flag,
             channel=channel,
-            account_id=account_id,
+            account_id=self._configured(account_id),
             overrides=self.for_scope(scope),
         )
 
     def thread_bindings(
-        self, scope: str | None, *, account_id: str | None = None, channel: str = "discord"
+        self, scope: str | None, account_id: str | None = None, *, channel: str = "discord"
     ) -> ThreadBindingSettings:
-        """Every thread-binding flag for an account, with this scope's overrides applied."""
+        """Every thread-binding flag for an account, with this scope's overrides applied.
+
+        The one resolver of those flags: an account the config does not name reads
+        the channel's values (its own level does not exist).
+        """
         return _resolve_thread_bindings(
-            self._config, channel=channel, account_id=account_id, overrides=self.for_scope(scope)
+            self._config,
+            channel=channel,
+            account_id=self._configured(account_id),
+            overrides=self.for_scope(scope),
         )
+
+    def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool:
+        """The spawn gate: a subagent may open its own thread here (binding and spawning on)."""
+        settings = self.thread_bindings(scope, account_id)
+        return settings.enabled and settings.spawn_subagent_sessions
+
+    def _configured(self, account_id: str | None) -> str | None:
+        return account_id if account_id in self._config.account_ids() else None
 
     async def set(self, scope: str, path: str, raw: str | bool | float, *, actor: str) -> Any:
         """Validate, persist, apply and audit one override; returns the stored value."""

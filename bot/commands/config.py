@@ -33,9 +33,8 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
     )
     overrides = account.services.overrides
 
-    def account_id() -> str | None:
-        known = account.services.config.account_ids()
-        return account.account_id if account.account_id in known else None
+    def account_id() -> str:
+        return account.account_id
 
     def known(key: str) -> bool:
         return key in overridable_paths(account.services.config)

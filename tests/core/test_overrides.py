@@ -77,3 +77,19 @@ async def test_reset_without_override(open_store: StoreFactory) -> None:
     overrides = await overrides_on(open_store)
     with pytest.raises(ConfigError, match="none is set"):
         await overrides.reset("g1", ACCOUNT_FLAG, actor="admin:1")
+
+
+async def test_an_account_the_config_does_not_name_reads_the_channel_level(
+    open_store: StoreFactory,
+) -> None:
+    """One resolver maps unknown accounts itself: callers pass the account they have."""
+    config = parse_config(
+        {"channels": {"discord": {"accounts": {"main": {}}, "threadBindings": {"idleHours": 2}}}},
+        env={},
+    )
+    overrides = RuntimeOverrides(await open_store(), config)
+    await overrides.start()
+    assert overrides.thread_bindings("g1", "not-configured").idle_hours == 2
+    assert overrides.spawns_threads("g1", "not-configured") is False
+    await overrides.set("g1", FLAG_SPAWN_SUBAGENT_SESSIONS, "on", actor="admin:1")
+    assert overrides.spawns_threads("g1", "not-configured") is True
