@@ -175,17 +175,23 @@ class DeliveryFailed(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BindingBound(Event):
+class _BindingEvent(Event):
+    """The identity every ``binding.*`` event carries (``SessionBindingRecord.log_fields``)."""
+
+    binding_id: str
+    target_session_key: str
+    channel: str
+    account: str
+    conversation_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BindingBound(_BindingEvent):
     """A new active binding; ``expires_at`` as ISO-8601 or ``None``."""
 
     name: ClassVar[str] = LogEvent.BINDING_BOUND.value
 
-    binding_id: str
-    target_session_key: str
     target_kind: str
-    channel: str
-    account: str
-    conversation_id: str
     parent_conversation_id: str | None
     bound_by: str | None
     expires_at: datetime | str | None
@@ -195,45 +201,30 @@ class BindingBound(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BindingUnbound(Event):
+class BindingUnbound(_BindingEvent):
     """A binding ended for any reason but expiry."""
 
     name: ClassVar[str] = LogEvent.BINDING_UNBOUND.value
 
-    binding_id: str
-    target_session_key: str
-    channel: str
-    account: str
-    conversation_id: str
     parent_conversation_id: str | None
     reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BindingExpired(Event):
+class BindingExpired(_BindingEvent):
     """The sweeper ended an idle or too old binding."""
 
     name: ClassVar[str] = LogEvent.BINDING_EXPIRED.value
 
-    binding_id: str
-    target_session_key: str
-    channel: str
-    account: str
-    conversation_id: str
     reason: ExpiryReason
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BindingLifetimeChanged(Event):
+class BindingLifetimeChanged(_BindingEvent):
     """Who changed a binding's idle or max-age window, and to what."""
 
     name: ClassVar[str] = LogEvent.BINDING_LIFETIME_CHANGED.value
 
-    binding_id: str
-    target_session_key: str
-    channel: str
-    account: str
-    conversation_id: str
     idle_timeout_ms: int
     max_age_ms: int
     expires_at: datetime | str | None
