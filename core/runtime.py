@@ -23,7 +23,8 @@ from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
 from core.clock import Clock, SystemClock
 from core.errors import SessionError
 from core.logging import get_logger
-from core.sessions.log import SessionLog
+from core.sessions.log import SessionLog, as_item
+from core.sessions.payloads import TurnInterruptedPayload
 from core.sessions.tree import SessionTree
 
 __all__ = ["AgentFactory", "SessionRuntime"]
@@ -153,10 +154,9 @@ class SessionRuntime:
         if turn_id is None:
             return
         items = [
-            ("tool_result", payload, None)
-            for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
+            as_item(payload) for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
         ]
-        items.append(("turn_interrupted", {"turn_id": turn_id}, None))
+        items.append(as_item(TurnInterruptedPayload(turn_id=turn_id)))
         await self._log.append_many(tree, items)
         _log.warning("session.turn_interrupted", session_key=tree.session_key, turn_id=turn_id)
 
@@ -224,7 +224,7 @@ class SessionRuntime:
     async def close(self) -> None:
         """Stop running turns, keeping their queues, so a restart resumes them cleanly."""
         await self.wait_restarts()
-        for entry in list(self._entries.values()):
-            if entry.agent.running:
-                await entry.agent.cancel(keep_queues=True)
+        for resident in list(self._entries.values()):
+            if resident.agent.running:
+                await resident.agent.cancel(keep_queues=True)
         self._entries.clear()

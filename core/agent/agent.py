@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel
+
 from core.agent.events import AgentErrorEvent, AgentEvent, MessageQueued, TurnCancelled
 from core.agent.loop import PendingMessage, carry_over_steering, run_turns
 from core.agent.messages import MessageDeriver, unanswered_results
@@ -26,7 +28,12 @@ from core.errors import ThreadboundError
 from core.logging import bind_context, get_logger
 from core.providers.types import ChatMessage, Provider
 from core.sessions.events import DeliveryMode, SessionEvent
-from core.sessions.log import AppendItem, SessionLog
+from core.sessions.log import AppendItem, SessionLog, as_item
+from core.sessions.payloads import (
+    MessageQueuedPayload,
+    QueueClearedPayload,
+    TurnCancelledPayload,
+)
 from core.sessions.tree import QueuedMessage, SessionSnapshot, SessionTree
 
 __all__ = ["Agent", "AgentBusy", "AgentSettings", "Submission"]
@@ -181,8 +188,7 @@ class Agent:
                 return self._start(mode, "normal", content, author_id)
             item_id = uuid.uuid4().hex
             await self.append(
-                "message_queued",
-                {"item_id": item_id, "mode": mode, "text": content, "author_id": author_id},
+                MessageQueuedPayload(item_id=item_id, mode=mode, text=content, author_id=author_id)
             )
         self.emit(MessageQueued(self.session_key, item_id, mode, content))
         return Submission(requested=mode, delivered=None, queued_item_id=item_id)
@@ -215,24 +221,15 @@ class Agent:
             if task is None and turn_id is None and not dropped:
                 return []
             items: list[AppendItem] = [
-                ("tool_result", payload, None)
+                as_item(payload)
                 for payload in unanswered_results(self.tree, CANCELLED_RESULT, turn_id)
             ]
+            dropped_ids = [m.item_id for m in dropped]
             items.append(
-                (
-                    "turn_cancelled",
-                    {"turn_id": turn_id, "dropped_item_ids": [m.item_id for m in dropped]},
-                    None,
-                )
+                as_item(TurnCancelledPayload(turn_id=turn_id, dropped_item_ids=dropped_ids))
             )
             if dropped:
-                items.append(
-                    (
-                        "queue_cleared",
-                        {"item_ids": [m.item_id for m in dropped], "reason": "cancelled"},
-                        None,
-                    )
-                )
+                items.append(as_item(QueueClearedPayload(item_ids=dropped_ids, reason="cancelled")))
             await self.append_many(items)
             self._mark_idle()
         self.emit(TurnCancelled(self.session_key, turn_id, tuple(m.text for m in dropped)))
@@ -290,10 +287,11 @@ class Agent:
     # -- log and observers (used by the loop) -----------------------------------
 
     async def append(
-        self, type_: str, payload: dict[str, Any], delivery_mode: DeliveryMode | None = None
+        self, payload: BaseModel, delivery_mode: DeliveryMode | None = None
     ) -> SessionEvent:
+        """Record one typed event (its model names its type), shielded from cancellation."""
         return await self._write(
-            self._session_log.append(self.tree, type_, payload, delivery_mode=delivery_mode)
+            self._session_log.append(self.tree, payload, delivery_mode=delivery_mode)
         )
 
     async def append_many(self, items: Sequence[AppendItem]) -> list[SessionEvent]:

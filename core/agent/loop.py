@@ -24,7 +24,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
 
 from core.agent.events import (
     AgentErrorEvent,
@@ -44,10 +46,24 @@ from core.errors import ProviderError
 from core.providers.types import ChatMessage, Provider, StreamDone, ToolCall, ToolCallReady
 from core.providers.types import TextDelta as ProviderText
 from core.sessions.events import DeliveryMode, SessionEvent
-from core.sessions.log import AppendItem
+from core.sessions.log import AppendItem, as_item
+from core.sessions.payloads import (
+    AssistantMessagePayload,
+    BudgetStopPayload,
+    QueueMovedPayload,
+    SteerInterruptionPayload,
+    ToolCallRecord,
+    ToolResultPayload,
+    TurnEndedPayload,
+    TurnStartedPayload,
+    UsagePayload,
+    UserMessagePayload,
+)
 from core.sessions.tree import QueuedMessage, SessionTree
 
 __all__ = ["LoopHost", "PendingMessage", "carry_over_steering", "run_turn", "run_turns"]
+
+EndReason = Literal["completed", "max_steps", "budget", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +94,7 @@ class LoopHost(Protocol):
     def derive_messages(self) -> list[ChatMessage]: ...
 
     async def append(
-        self, type_: str, payload: dict[str, Any], delivery_mode: DeliveryMode | None = None
+        self, payload: BaseModel, delivery_mode: DeliveryMode | None = None
     ) -> SessionEvent: ...
 
     async def append_many(self, items: Sequence[AppendItem]) -> list[SessionEvent]: ...
@@ -106,12 +122,13 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
     key = host.session_key
 
     # -- open the turn: its marker, then the user message(s) that trigger it
-    await host.append("turn_started", {"turn_id": turn_id, "trigger": batch[0].delivered})
+    await host.append(TurnStartedPayload(turn_id=turn_id, trigger=batch[0].delivered))
     host.emit(TurnStarted(key, turn_id, batch[0].delivered))
     for message in batch:
-        await host.append("user_message", _user_payload(message), message.delivered)
+        await host.append(_user_payload(message), message.delivered)
 
-    step, reason, error = 0, "completed", None
+    step, error = 0, None
+    reason: EndReason = "completed"
     try:
         while True:
             step += 1
@@ -126,8 +143,7 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
             )
             if exceeded is not None:
                 await host.append(
-                    "budget_stop",
-                    {"turn_id": turn_id, "limit": exceeded.limit, "used": exceeded.used},
+                    BudgetStopPayload(turn_id=turn_id, limit=exceeded.limit, used=exceeded.used)
                 )
                 step, reason = step - 1, "budget"
                 break
@@ -152,9 +168,7 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
         host.emit(AgentErrorEvent(key, turn_id, error))
 
     # -- close the turn durably before any follow-up may start
-    await host.append(
-        "turn_ended", {"turn_id": turn_id, "reason": reason, "steps": step, "error": error}
-    )
+    await host.append(TurnEndedPayload(turn_id=turn_id, reason=reason, steps=step, error=error))
     host.emit(TurnEnded(key, turn_id, reason, step))
 
 
@@ -170,8 +184,9 @@ async def carry_over_steering(host: LoopHost) -> None:
     if not leftover:
         return
     await host.append(
-        "queue_moved",
-        {"item_ids": [m.item_id for m in leftover], "from_mode": "steer", "to_mode": "follow_up"},
+        QueueMovedPayload(
+            item_ids=[m.item_id for m in leftover], from_mode="steer", to_mode="follow_up"
+        )
     )
 
 
@@ -194,28 +209,24 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     calls = _unique_ids(calls, turn_id, step)
     text = "".join(parts)
     items: list[AppendItem] = [
-        (
-            "assistant_message",
-            {
-                "turn_id": turn_id,
-                "text": text,
-                "tool_calls": [c.model_dump() for c in calls],
-                "finish_reason": done.finish_reason,
-            },
-            None,
+        as_item(
+            AssistantMessagePayload(
+                turn_id=turn_id,
+                text=text,
+                tool_calls=[ToolCallRecord.model_validate(c.model_dump()) for c in calls],
+                finish_reason=done.finish_reason,
+            )
         )
     ]
     if done.usage is not None:
         items.append(
-            (
-                "usage",
-                {
-                    "turn_id": turn_id,
-                    "prompt_tokens": done.usage.prompt_tokens,
-                    "completion_tokens": done.usage.completion_tokens,
-                    "cost_usd": done.usage.cost_usd,
-                },
-                None,
+            as_item(
+                UsagePayload(
+                    turn_id=turn_id,
+                    prompt_tokens=done.usage.prompt_tokens,
+                    completion_tokens=done.usage.completion_tokens,
+                    cost_usd=done.usage.cost_usd,
+                )
             )
         )
     await host.append_many(items)
@@ -227,14 +238,13 @@ async def _run_tool(host: LoopHost, turn_id: str, call: ToolCall) -> None:
     context = ToolContext(host.session_key, turn_id, call.id, host.agent_name)
     outcome = await host.tools.execute(call, context)
     await host.append(
-        "tool_result",
-        {
-            "turn_id": turn_id,
-            "tool_call_id": call.id,
-            "name": call.name,
-            "content": outcome.content,
-            "is_error": outcome.is_error,
-        },
+        ToolResultPayload(
+            turn_id=turn_id,
+            tool_call_id=call.id,
+            name=call.name,
+            content=outcome.content,
+            is_error=outcome.is_error,
+        )
     )
     host.emit(ToolFinished(host.session_key, turn_id, call, outcome.content, outcome.is_error))
 
@@ -242,29 +252,25 @@ async def _run_tool(host: LoopHost, turn_id: str, call: ToolCall) -> None:
 async def _skip_tools(host: LoopHost, turn_id: str, step: int, skipped: Sequence[ToolCall]) -> None:
     """Answer each superseded call with a synthetic result and record the interruption."""
     items: list[AppendItem] = [
-        (
-            "tool_result",
-            {
-                "turn_id": turn_id,
-                "tool_call_id": call.id,
-                "name": call.name,
-                "content": SKIPPED_RESULT,
-                "skipped": True,
-            },
-            None,
+        as_item(
+            ToolResultPayload(
+                turn_id=turn_id,
+                tool_call_id=call.id,
+                name=call.name,
+                content=SKIPPED_RESULT,
+                skipped=True,
+            )
         )
         for call in skipped
     ]
     items.append(
-        (
-            "steer_interruption",
-            {
-                "turn_id": turn_id,
-                "step": step,
-                "skipped_tool_call_ids": [c.id for c in skipped],
-                "steering_item_ids": [m.item_id for m in host.tree.steering_queue],
-            },
-            None,
+        as_item(
+            SteerInterruptionPayload(
+                turn_id=turn_id,
+                step=step,
+                skipped_tool_call_ids=[c.id for c in skipped],
+                steering_item_ids=[m.item_id for m in host.tree.steering_queue],
+            )
         )
     )
     await host.append_many(items)
@@ -278,8 +284,7 @@ async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
         return False
     await host.append_many(
         [
-            (
-                "user_message",
+            as_item(
                 _user_payload(
                     PendingMessage(
                         text=m.text,
@@ -298,13 +303,13 @@ async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
     return True
 
 
-def _user_payload(message: PendingMessage) -> dict[str, Any]:
-    return {
-        "text": message.text,
-        "requested_mode": message.requested,
-        "author_id": message.author_id,
-        "queue_item_id": message.queue_item_id,
-    }
+def _user_payload(message: PendingMessage) -> UserMessagePayload:
+    return UserMessagePayload(
+        text=message.text,
+        requested_mode=message.requested,
+        author_id=message.author_id,
+        queue_item_id=message.queue_item_id,
+    )
 
 
 def _unique_ids(calls: list[ToolCall], turn_id: str, step: int) -> list[ToolCall]:

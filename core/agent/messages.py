@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from core.providers.types import ChatMessage, ToolCall
 from core.sessions.events import SessionEvent
+from core.sessions.payloads import ToolResultPayload
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -134,7 +134,7 @@ def _unanswered(calls: Sequence[ToolCall]) -> list[ChatMessage]:
 
 def unanswered_results(
     tree: SessionTree, content: str, turn_id: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ToolResultPayload]:
     """``tool_result`` payloads for the head's tool calls that never got a result.
 
     Used to close a turn that was cancelled or cut short by a crash, so the
@@ -145,13 +145,13 @@ def unanswered_results(
     for event in reversed(path):
         if event.type == "assistant_message":
             return [
-                {
-                    "turn_id": turn_id or event.payload["turn_id"],
-                    "tool_call_id": call["id"],
-                    "name": call["name"],
-                    "content": content,
-                    "skipped": True,
-                }
+                ToolResultPayload(
+                    turn_id=turn_id or event.payload["turn_id"],
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    content=content,
+                    skipped=True,
+                )
                 for call in event.payload.get("tool_calls", ())
                 if call["id"] not in answered
             ]

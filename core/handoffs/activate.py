@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.agent.agent import Agent, Submission
-from core.agent.assignment import AGENT_ACTIVATED
+from core.agent.assignment import AGENT_ACTIVATED, AgentActivatedPayload
 from core.artifacts.registry import EVENT_PREFIX
 from core.config import AgentProfile, agent_display_name
 from core.errors import HandoffError, ThreadboundError
@@ -161,13 +161,12 @@ async def activate(
             "HandoffService.rebuild_from_events repairs a lagging table",
         )
     await agent.append(
-        AGENT_ACTIVATED,
-        {
-            "agent": accepted.to_agent,
-            "by": actor,
-            "handoff_id": accepted.id,
-            "artifact_id": accepted.artifact_id,
-        },
+        AgentActivatedPayload(
+            agent=accepted.to_agent,
+            by=actor,
+            handoff_id=accepted.id,
+            artifact_id=accepted.artifact_id,
+        )
     )
     new_agent = await runtime.reload(session_key)
     if before_input is not None:

@@ -18,12 +18,13 @@ from core.clock import Clock
 from core.errors import SessionError
 from core.sessions._group_commit import PendingWrite
 from core.sessions.events import ADVANCING_KINDS, DeliveryMode, SessionEvent
-from core.sessions.payloads import event_kind, validate_payload
+from core.sessions.payloads import event_kind, event_type_of, validate_payload
 from core.sessions.tree import SessionTree
 
 __all__ = [
     "STRUCTURAL_TYPES",
     "AppendItem",
+    "as_item",
     "check_delivery_mode",
     "event_row",
     "prepare_write",
@@ -32,6 +33,12 @@ __all__ = [
 
 AppendItem: TypeAlias = tuple[str, Mapping[str, Any] | BaseModel, DeliveryMode | None]
 """``(type, payload, delivery_mode)``: one event for :meth:`SessionLog.append_many`."""
+
+
+def as_item(payload: BaseModel, delivery_mode: DeliveryMode | None = None) -> AppendItem:
+    """One typed event for :meth:`SessionLog.append_many`: its model names its type."""
+    return (event_type_of(payload), payload, delivery_mode)
+
 
 STRUCTURAL_TYPES: Final = frozenset({"head_moved", "branch_created", "bookmark", "unbookmark"})
 """Written only by continue_from / bookmark / unbookmark, which check their references first."""

@@ -35,13 +35,13 @@ from core.errors import SessionError
 from core.logging import get_logger
 from core.sessions import repository
 from core.sessions._group_commit import GroupCommitter
-from core.sessions._writes import AppendItem, event_row, prepare_write, projection_rows
+from core.sessions._writes import AppendItem, as_item, event_row, prepare_write, projection_rows
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.tree import SessionTree
 from core.store.database import Database
 from core.store.errors import store_errors
 
-__all__ = ["AppendItem", "SessionLog"]
+__all__ = ["AppendItem", "SessionLog", "as_item"]
 
 _log = get_logger("core.sessions")
 
@@ -103,12 +103,15 @@ class SessionLog:
     async def append(
         self,
         tree: SessionTree,
-        type: str,
-        payload: Mapping[str, Any] | BaseModel,
+        event: str | BaseModel,
+        payload: Mapping[str, Any] | BaseModel | None = None,
         *,
         delivery_mode: DeliveryMode | None = None,
     ) -> SessionEvent:
         """Append one event after the head; durable before it returns, then applied to ``tree``.
+
+        ``event`` is the typed payload model (its class names the event type), or
+        a type name with its ``payload`` for types known only by name.
 
         Raises:
             SessionError: unknown type, a payload that does not fit, ``delivery_mode``
@@ -116,7 +119,13 @@ class SessionLog:
                 writer appended to this session first.
             StoreError: the store did not commit; nothing was appended.
         """
-        events = await self._append(tree, lambda: [(type, payload, delivery_mode)])
+        if isinstance(event, BaseModel):
+            item = as_item(event, delivery_mode)
+        elif payload is None:
+            raise SessionError(f"a {event!r} event needs its payload", ref=event)
+        else:
+            item = (event, payload, delivery_mode)
+        events = await self._append(tree, lambda: [item])
         return events[0]
 
     async def append_many(

@@ -43,6 +43,7 @@ __all__ = [
     "UsagePayload",
     "UserMessagePayload",
     "event_kind",
+    "event_type_of",
     "payload_model",
     "register_event_type",
     "registered_types",
@@ -219,6 +220,23 @@ def _lookup(type: str) -> tuple[EventKind, type[BaseModel]]:
             f"first (known: {', '.join(sorted(_REGISTRY))})",
             ref=type,
         ) from None
+
+
+def event_type_of(payload: BaseModel) -> str:
+    """The one event type whose model ``payload`` is: the name lives with the shape.
+
+    Raises:
+        SessionError: the model is registered for no type, or for several (then
+            the caller must name the type).
+    """
+    names = [name for name, (_, model) in _REGISTRY.items() if model is type(payload)]
+    if len(names) != 1:
+        found = "no event type" if not names else f"several event types ({', '.join(names)})"
+        raise SessionError(
+            f"{type(payload).__name__} is the payload model of {found}; name the type",
+            ref=type(payload).__name__,
+        )
+    return names[0]
 
 
 def payload_model(type: str) -> type[BaseModel]:

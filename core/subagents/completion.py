@@ -28,7 +28,12 @@ from core.clock import Clock
 from core.logging import get_logger
 from core.runtime import SessionRuntime
 from core.subagents.delivery import CompletionDelivery
-from core.subagents.events import CHILD_FINISHED, COMPLETED
+from core.subagents.events import (
+    CHILD_FINISHED,
+    COMPLETED,
+    ChildFinishedPayload,
+    CompletedPayload,
+)
 from core.subagents.outcome import last_answer, parent_message, task_outcome
 from core.subagents.records import Outcome, SubagentRecord, outcome_state
 
@@ -129,13 +134,9 @@ class TaskCompletion:
         )
         if not already:
             await agent.append(
-                COMPLETED,
-                {
-                    "completion_id": completion_id,
-                    "outcome": outcome,
-                    "result": result,
-                    "reason": reason,
-                },
+                CompletedPayload(
+                    completion_id=completion_id, outcome=outcome, result=result, reason=reason
+                )
             )
         usage = agent.tree.total_usage
         record = await self._save(
@@ -187,14 +188,13 @@ class TaskCompletion:
             if told:
                 return
             await parent.append(
-                CHILD_FINISHED,
-                {
-                    "child_session_key": record.session_key,
-                    "completion_id": completion_id,
-                    "agent": record.agent,
-                    "outcome": outcome,
-                    "result": result,
-                },
+                ChildFinishedPayload(
+                    child_session_key=record.session_key,
+                    completion_id=completion_id,
+                    agent=record.agent,
+                    outcome=outcome,
+                    result=result,
+                )
             )
             if parent.running:
                 await parent.steer(

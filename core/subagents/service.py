@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.agent.agent import Agent
-from core.agent.assignment import AGENT_ACTIVATED
+from core.agent.assignment import AgentActivatedPayload
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
@@ -38,13 +38,13 @@ from core.errors import FeatureDisabled, ThreadboundError
 from core.handoffs.activation import may_activate
 from core.logging import get_logger
 from core.runtime import SessionRuntime
-from core.sessions.log import SessionLog
+from core.sessions.log import AppendItem, SessionLog, as_item
 from core.sessions.tree import SessionTree
 from core.store.database import Database
 from core.subagents import repository
 from core.subagents.completion import FinishedObserver, TaskCompletion
 from core.subagents.delivery import CompletionDelivery
-from core.subagents.events import SPAWNED
+from core.subagents.events import SpawnedPayload
 from core.subagents.records import (
     SpawnMode,
     SubagentRecord,
@@ -259,23 +259,19 @@ class SubagentService:
 
     async def _open_child(self, record: SubagentRecord) -> None:
         tree = SessionTree(record.session_key)
-        items: list[tuple[str, dict[str, Any], None]] = []
+        items: list[AppendItem] = []
         if record.agent:
-            items.append(
-                (AGENT_ACTIVATED, {"agent": record.agent, "by": record.requested_by}, None)
-            )
+            items.append(as_item(AgentActivatedPayload(agent=record.agent, by=record.requested_by)))
         items.append(
-            (
-                SPAWNED,
-                {
-                    "agent": record.agent,
-                    "mode": record.mode,
-                    "thread": record.thread,
-                    "task": record.task,
-                    "parent_session_key": record.parent_session_key,
-                    "requested_by": record.requested_by,
-                },
-                None,
+            as_item(
+                SpawnedPayload(
+                    agent=record.agent,
+                    mode=record.mode,
+                    thread=record.thread,
+                    task=record.task,
+                    parent_session_key=record.parent_session_key,
+                    requested_by=record.requested_by,
+                )
             )
         )
         await self._sessions.append_many(tree, items)

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from core.agent import Agent, AgentSettings, ToolRegistry, TurnEnded
 from core.providers.scripted import ScriptedProvider, Step
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.log import AppendItem, SessionLog
+from core.sessions.payloads import event_type_of
 from core.sessions.tree import SessionTree
 from core.store import Database
 from tests.fixtures.agents import sqlite_database
@@ -46,15 +48,16 @@ class HeldLog(SessionLog):
     async def append(
         self,
         tree: SessionTree,
-        type: str,
-        payload: Any,
+        event: str | BaseModel,
+        payload: Any = None,
         *,
         delivery_mode: DeliveryMode | None = None,
     ) -> SessionEvent:
-        await self._gate([type])
-        event = await super().append(tree, type, payload, delivery_mode=delivery_mode)
-        self.written[type].set()
-        return event
+        type_ = event if isinstance(event, str) else event_type_of(event)
+        await self._gate([type_])
+        written = await super().append(tree, event, payload, delivery_mode=delivery_mode)
+        self.written[type_].set()
+        return written
 
     async def append_many(
         self, tree: SessionTree, items: Sequence[AppendItem]

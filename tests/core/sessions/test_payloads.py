@@ -9,7 +9,10 @@ from core.errors import SessionError
 from core.sessions import SessionLog
 from core.sessions.payloads import (
     AssistantMessagePayload,
+    TurnEndedPayload,
+    TurnStartedPayload,
     event_kind,
+    event_type_of,
     payload_model,
     register_event_type,
     registered_types,
@@ -86,3 +89,22 @@ class TestRegistry:
         with pytest.raises(SessionError, match="origin_node_id"):
             await log.append(tree, "artifact.test_plan", {"steps": []})
         assert await log.load("s") == tree
+
+
+class TestTypedAppends:
+    async def test_a_payload_model_names_its_event_type(self, database: Database) -> None:
+        """append takes the typed model alone: the name lives with the shape."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        event = await log.append(tree, TurnStartedPayload(turn_id="t1", trigger="normal"))
+        assert event.type == "turn_started"
+        assert event.payload == {"turn_id": "t1", "trigger": "normal"}
+        ended = TurnEndedPayload(turn_id="t1", reason="completed", steps=1)
+        assert event_type_of(ended) == "turn_ended"
+
+    def test_an_unregistered_model_is_refused(self) -> None:
+        class Stray(BaseModel):
+            x: int = 0
+
+        with pytest.raises(SessionError, match="Stray is the payload model of no event type"):
+            event_type_of(Stray())
