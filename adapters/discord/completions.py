@@ -15,6 +15,7 @@ from datetime import datetime
 import discord
 
 from adapters.discord.delivery import ThreadDelivery, persona_of
+from adapters.discord.errors import code_of, discord_said
 from adapters.discord.ids import snowflake
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.errors import DeliveryError
@@ -56,9 +57,9 @@ class DiscordCompletionSink:
             message = await channel.send(content, allowed_mentions=_NO_MENTIONS)
         except discord.HTTPException as exc:
             raise DeliveryError(
-                f"could not post in channel {channel_id}: {exc.status} {exc.text}",
+                f"could not post in channel {channel_id}: {discord_said(exc)}",
                 path="bot",
-                code=exc.code or None,
+                code=code_of(exc),
             ) from exc
         return Posted(str(message.id), "bot")
 
@@ -78,6 +79,6 @@ class DiscordCompletionSink:
         except discord.HTTPException as exc:
             raise DeliveryError(
                 f"could not read channel {conversation.conversation_id} to check for an "
-                f"earlier post: {exc.status} {exc.text}"
+                f"earlier post: {discord_said(exc)}"
             ) from exc
         return None

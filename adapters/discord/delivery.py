@@ -34,10 +34,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import discord
 
+from adapters.discord.errors import (
+    DISCORD_FAILURES,
+    MISSING_ACCESS,
+    MISSING_PERMISSIONS,
+    THREAD_ARCHIVED,
+    UNKNOWN_CHANNEL,
+    UNKNOWN_MESSAGE,
+    UNKNOWN_WEBHOOK,
+    code_of,
+    discord_said,
+)
 from adapters.discord.ids import snowflake
 from adapters.discord.manager import ThreadBindingManager
 from adapters.discord.retry import retrying
@@ -67,8 +78,6 @@ _log = get_logger("adapters.discord")
 _NO_MENTIONS = discord.AllowedMentions.none()
 T = TypeVar("T")
 
-UNKNOWN_CHANNEL, UNKNOWN_MESSAGE, UNKNOWN_WEBHOOK = 10003, 10008, 10015
-MISSING_ACCESS, MISSING_PERMISSIONS, THREAD_ARCHIVED = 50001, 50013, 50083
 
 Path = Literal["webhook", "bot"]
 
@@ -231,7 +240,7 @@ class ThreadDelivery:
                 hook = await self._webhooks.get(parent)
             except WebhookUnavailable as exc:  # no webhook to be had (Manage Webhooks missing)
                 if not exc.repeated:
-                    self._webhook_failed(record, exc, exc.code)
+                    self._failed(record, "webhook", exc, code=exc.code, taken_over=True)
                 return await self._bot_post(record, content, speaker)
             try:
                 message = await hook.send(
@@ -248,7 +257,7 @@ class ThreadDelivery:
                     raise
                 self._webhooks.forget(parent)  # deleted under us: make a new one, once
             except discord.Forbidden as exc:  # the webhook refuses: the bot speaks instead
-                self._webhook_failed(record, exc, exc.code)
+                self._failed(record, "webhook", exc, code=exc.code, taken_over=True)
                 return await self._bot_post(record, content, speaker)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
@@ -289,23 +298,21 @@ class ThreadDelivery:
         try:
             sent = await retrying(lambda: self._reopening(record, call), clock=self.bindings.clock)
         except _ThreadLost as lost:
-            await self._give_up(record, path, lost.cause or lost, retryable=False)
+            self._failed(record, path, lost.cause or lost, code=code_of(lost.cause))
             await self.end_binding(record, lost.reason)
-            where = "gone" if lost.reason == THREAD_DELETED else lost.reason.replace("-", " ")
-            if lost.reason == "thread-archived":
-                where = "locked"
             raise DeliveryError(
-                f"thread {record.conversation.conversation_id} is {where}; its binding has ended",
+                f"thread {record.conversation.conversation_id} is "
+                f"{_LOST.get(lost.reason, lost.reason.replace('-', ' '))}; its binding has ended",
                 path=path,
-                code=_code_of(lost.cause),
+                code=code_of(lost.cause),
             ) from lost.cause
-        except (discord.HTTPException, TimeoutError, OSError) as exc:
-            await self._give_up(record, path, exc, retryable=False)
+        except DISCORD_FAILURES as exc:
+            self._failed(record, path, exc, code=code_of(exc))
             raise DeliveryError(
                 f"could not post in thread {record.conversation.conversation_id}: "
                 f"{_describe(exc)}; the binding is kept",
                 path=path,
-                code=_code_of(exc),
+                code=code_of(exc),
             ) from exc
         self.bindings.touch(record.binding_id)
         return sent
@@ -341,9 +348,16 @@ class ThreadDelivery:
             raise _ThreadLost("thread-archived", exc) from exc
         _log.info("delivery.thread_reopened", binding_id=record.binding_id)
 
-    async def _give_up(
-        self, record: SessionBindingRecord, path: Path, exc: BaseException, *, retryable: bool
+    def _failed(
+        self,
+        record: SessionBindingRecord,
+        path: Path,
+        exc: BaseException,
+        *,
+        code: int | None,
+        taken_over: bool = False,
     ) -> None:
+        """One ``delivery.failed``: given up, or (``taken_over``) the bot path took over."""
         log_events.emit(
             log_events.DeliveryFailed(
                 completion_id=None,
@@ -352,25 +366,8 @@ class ThreadDelivery:
                 binding_id=record.binding_id,
                 guild=record.metadata.get("guild_id"),
                 error=_describe(exc),
-                code=_code_of(exc),
-                retryable=retryable,
-            )
-        )
-
-    def _webhook_failed(
-        self, record: SessionBindingRecord, exc: BaseException, code: int | None
-    ) -> None:
-        """The webhook path failed and the bot takes over: counted, never silent."""
-        log_events.emit(
-            log_events.DeliveryFailed(
-                completion_id=None,
-                path="webhook",
-                destination=record.conversation.conversation_id,
-                binding_id=record.binding_id,
-                guild=record.metadata.get("guild_id"),
-                error=_describe(exc),
                 code=code,
-                retryable=True,
+                retryable=taken_over,
             )
         )
 
@@ -392,6 +389,10 @@ class ThreadDelivery:
         return discord.Object(snowflake(conversation.conversation_id))
 
 
+_LOST: Final = {THREAD_DELETED: "gone", "thread-archived": "locked"}
+"""How a DeliveryError names a lost thread, by the binding's end reason."""
+
+
 def _raise_if_lost(exc: discord.HTTPException) -> None:
     """Raise _ThreadLost when a Discord error means the binding must end."""
     if exc.code == UNKNOWN_CHANNEL:
@@ -400,18 +401,10 @@ def _raise_if_lost(exc: discord.HTTPException) -> None:
         raise _ThreadLost("missing-permissions", exc) from exc
 
 
-def _code_of(exc: BaseException | None) -> int | None:
-    """Discord's error code of ``exc`` (0, "none given", as None)."""
-    return getattr(exc, "code", None) or None
-
-
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, _ThreadLost):
         return f"the thread cannot be written to ({exc.reason})"
-    if isinstance(exc, discord.HTTPException):
-        code = f" (code {exc.code})" if exc.code else ""
-        return f"HTTP {exc.status}{code}: {exc.text or type(exc).__name__}"
-    return f"{type(exc).__name__}: {exc}"
+    return discord_said(exc)
 
 
 class BotSink:

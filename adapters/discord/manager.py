@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
+from adapters.discord.errors import discord_said
 from adapters.discord.ids import CHANNEL, conversation_for, snowflake
 from adapters.discord.notices import farewell, intro
 from core.bindings.records import ConversationRef, SessionBindingRecord
@@ -45,20 +46,14 @@ def _thread_refusals(channel_id: str | int) -> Iterator[None]:
         yield
     except discord.Forbidden as exc:
         raise BindingError(
-            f"I can't create threads in <#{channel_id}> ({_discord_said(exc)}): give me "
+            f"I can't create threads in <#{channel_id}> ({discord_said(exc)}): give me "
             f"{THREAD_PERMISSIONS} there, then try again."
         ) from exc
     except discord.HTTPException as exc:
         raise BindingError(
-            f"Discord could not create a thread in <#{channel_id}> ({_discord_said(exc)}); "
+            f"Discord could not create a thread in <#{channel_id}> ({discord_said(exc)}); "
             "nothing was started, try again in a moment."
         ) from exc
-
-
-def _discord_said(exc: discord.HTTPException) -> str:
-    """``HTTP 403, Missing Permissions, code 50013``: what Discord answered, for a message."""
-    parts = [f"HTTP {exc.status}", exc.text, f"code {exc.code}" if exc.code else ""]
-    return ", ".join(part for part in parts if part)
 
 
 class ThreadBindingManager:

@@ -24,7 +24,7 @@ import discord
 
 from core.clock import Clock
 
-__all__ = ["RetryPolicy", "retry_after", "retrying", "transient"]
+__all__ = ["DEFAULT_POLICY", "RetryPolicy", "retry_after", "retrying", "transient"]
 
 T = TypeVar("T")
 
@@ -50,6 +50,7 @@ def transient(exc: BaseException) -> bool:
     if isinstance(exc, discord.HTTPException):
         return exc.status == 429 or exc.status >= 500
     return isinstance(exc, asyncio.TimeoutError | aiohttp.ClientConnectionError | ConnectionError)
+    # (Other DISCORD_FAILURES, a malformed answer say, do not pass by waiting.)
 
 
 def retry_after(exc: BaseException) -> float | None:

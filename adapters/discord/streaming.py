@@ -95,8 +95,6 @@ class StreamingMessage:
     async def flush(self) -> None:
         """Wait until what is shown matches the current text (the message stays open)."""
         while not self._in_sync() and self._task is not None and not self._task.done():
-            if self.failure is not None:
-                return
             self._synced.clear()
             await self._synced.wait()
 

@@ -33,9 +33,6 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
     )
     overrides = account.services.overrides
 
-    def account_id() -> str:
-        return account.account_id
-
     def known(key: str) -> bool:
         return key in overridable_paths(account.services.config)
 
@@ -58,7 +55,7 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
             if not known(key):
                 paths = ", ".join(overridable_paths(account.services.config))
                 raise ConfigError(RUNTIME_SOURCE, key, f"a flag path, one of {paths}", "unknown")
-            flag = overrides.get(str(interaction.guild_id), key, account_id=account_id())
+            flag = overrides.get(str(interaction.guild_id), key, account_id=account.account_id)
         except ConfigError as exc:
             await error(interaction, exc)
             return
@@ -73,7 +70,7 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
         if await refuse(interaction):
             return
         scope = str(interaction.guild_id)
-        old = overrides.get(scope, key, account_id=account_id()) if known(key) else None
+        old = overrides.get(scope, key, account_id=account.account_id) if known(key) else None
         try:
             stored = await overrides.set(scope, key, value, actor=str(interaction.user.id))
         except ConfigError as exc:
@@ -92,7 +89,7 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
         scope = str(interaction.guild_id)
         try:
             removed = await overrides.reset(scope, key, actor=str(interaction.user.id))
-            now = overrides.get(scope, key, account_id=account_id())
+            now = overrides.get(scope, key, account_id=account.account_id)
         except ConfigError as exc:
             await error(interaction, exc)
             return

@@ -14,12 +14,15 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
+from adapters.discord.delivery import Persona
+from adapters.discord.retry import DEFAULT_POLICY
 from adapters.discord.text import split_message
 from core.canary import build_report
-from core.errors import ProviderError
+from core.errors import DeliveryError, ProviderError
 from core.providers.scripted import Step
 from tests.e2e.conftest import Bot, StartBot
 from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn, status_line
@@ -222,3 +225,27 @@ async def test_a_model_failure_is_shown_and_the_next_message_works(start_bot: St
     await settle(bot, record.target_session_key)
     assert "works now" in [m.content for m in persona_messages(bot.fake, thread_id)]
     assert "✅ idle" in status_line(bot.fake, thread_id)
+
+
+async def test_a_dropped_connection_ends_in_a_delivery_error(
+    start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection Discord keeps dropping (not an OSError in aiohttp) is retried, then
+    reported as a DeliveryError the stream can handle, never raised raw into it."""
+    bot = await start_bot([Step(text="hi")])
+    await spawn(bot, "greet", mode="session")
+    record = bot.binding()
+    await settle(bot, record.target_session_key)
+    delivery = bot.client.account.delivery
+
+    async def dropped(*_args: object, **_kwargs: object) -> None:
+        raise aiohttp.ServerDisconnectedError()
+
+    monkeypatch.setattr(delivery, "_post", dropped)
+    sending = asyncio.ensure_future(delivery.send(record, Persona("Scout"), "anyone?"))
+    async with asyncio.timeout(TIMEOUT):
+        for _ in range(DEFAULT_POLICY.attempts - 1):  # each failed call but the last waits
+            await bot.clock.wait_for_sleepers()
+            await bot.clock.advance(60)
+        with pytest.raises(DeliveryError, match="ServerDisconnectedError"):
+            await sending
