@@ -49,6 +49,8 @@ from core.config.tables import (
     DiscordConfig,
     DiscordEndpointsConfig,
     LoggingConfig,
+    McpServerConfig,
+    McpServerName,
     PlaygroundConfig,
     ProviderConfig,
     ProviderName,
@@ -59,6 +61,7 @@ from core.config.tables import (
     TomlTable,
     agent_display_name,
     default_token_env,
+    mcp_reference,
 )
 
 __all__ = [
@@ -82,6 +85,8 @@ __all__ = [
     "FlagSource",
     "FlagValue",
     "LoggingConfig",
+    "McpServerConfig",
+    "McpServerName",
     "PlaygroundConfig",
     "ProviderConfig",
     "ProviderName",
@@ -94,6 +99,7 @@ __all__ = [
     "agent_display_name",
     "default_token_env",
     "load_config",
+    "mcp_reference",
     "overridable_paths",
     "parse_config",
     "resolve_flag",

@@ -34,6 +34,8 @@ from core.config.tables import (
     ChannelsConfig,
     DiscordEndpointsConfig,
     LoggingConfig,
+    McpServerConfig,
+    McpServerName,
     PlaygroundConfig,
     ProviderConfig,
     ProviderName,
@@ -42,6 +44,7 @@ from core.config.tables import (
     TomlTable,
     agent_display_name,
     default_token_env,
+    mcp_reference,
 )
 from core.errors import ConfigError, got
 from core.secret_keys import is_secret_key
@@ -73,6 +76,7 @@ class Config(TomlTable):
     discord: DiscordEndpointsConfig = Field(default_factory=DiscordEndpointsConfig)
     providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)
     agents: dict[ProviderName, AgentProfile] = Field(default_factory=dict)
+    mcp_servers: dict[McpServerName, McpServerConfig] = Field(default_factory=dict)
     playground: PlaygroundConfig = Field(default_factory=PlaygroundConfig)
 
     _config_path: Path | None = PrivateAttr(default=None)
@@ -241,6 +245,12 @@ def _config_error_from_validation(exc: ValidationError, source: str) -> ConfigEr
         expected, problem = str(ctx["expected"]), str(ctx["problem"])
     elif kind == "extra_forbidden":
         expected, problem = f"one of the keys {_allowed_keys(where.table)}", "unknown key"
+    elif where.is_key and loc[0] == "mcp_servers":
+        expected = (
+            "a server name of 1 to 32 characters from a-z, 0-9, '-' and single '_' "
+            "(its tools are named <server>__<tool>)"
+        )
+        problem = f"got {loc[-2]!r}"
     elif where.is_key:
         expected = "an account id of 1 to 32 characters from a-z, 0-9, '_' and '-'"
         problem = f"got {loc[-2]!r}"  # the key is in the path anyway
@@ -273,6 +283,8 @@ def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int,
     """Refuse secret-looking keys anywhere in the file, before anything else can echo them."""
     for key, value in data.items():
         path = (*keys, str(key))
+        if len(path) == 4 and path[0] == "mcp_servers" and path[2] in ("env", "env_from"):
+            continue  # names of variables (env_from), or refused by McpServerConfig (env)
         if is_secret_key(str(key)):
             in_account = path[:3] == ("channels", "discord", "accounts") and len(path) > 4
             env_name = default_token_env(str(path[3])) if in_account else "DISCORD_TOKEN"
@@ -310,6 +322,23 @@ def check_agent_references(config: Config, source: str) -> None:
                     f"ids of [agents.<id>] tables ({', '.join(config.agents)})",
                     got(target),
                 )
+        _check_mcp_servers(config, profile.tools, f"agents.{agent_id}.tools", source)
+    if config.agent.tools is not None:
+        _check_mcp_servers(config, config.agent.tools, "agent.tools", source)
+
+
+def _check_mcp_servers(config: Config, tools: list[str], where: str, source: str) -> None:
+    """``mcp:<server>`` must name a ``[mcp_servers.<server>]`` table of the same file."""
+    for name in tools:
+        reference = mcp_reference(name)
+        if reference is not None and reference[0] not in config.mcp_servers:
+            known = ", ".join(config.mcp_servers) or "none configured"
+            raise ConfigError(
+                source,
+                where,
+                f"tools of a configured [mcp_servers.<name>] table ({known})",
+                got(name),
+            )
 
 
 def _build(

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -39,6 +46,8 @@ __all__ = [
     "DiscordEndpointsConfig",
     "Hours",
     "LoggingConfig",
+    "McpServerConfig",
+    "McpServerName",
     "PlaygroundConfig",
     "ProviderConfig",
     "ProviderName",
@@ -67,13 +76,23 @@ STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
 out here so loading the config does not import SQLAlchemy."""
 
 KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact")
-"""Tool names an agent profile may list."""
+"""Built-in tool names an agent profile may list (besides ``mcp:<server>[/<tool>]``)."""
+
+MCP_PREFIX: Final = "mcp:"
+DEFAULT_TOOL_RESULT_MAX_CHARS: Final = 20_000
+DEFAULT_APPROVAL_TIMEOUT_SECONDS: Final = 600.0
 
 Hours = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 AccountId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
 ProviderName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
+McpServerName = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*(?:_[a-z0-9-]+)*$", max_length=32)
+]
+"""A server's name becomes the prefix of its tools' model names (``server__tool``), so it
+holds only what every provider accepts in a tool name, and never two underscores in a row."""
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MCP_SERVER: Final = re.compile(r"(?=.{1,32}$)[a-z0-9][a-z0-9-]*(?:_[a-z0-9-]+)*")
 
 
 def invalid_value(expected: str, problem: str) -> PydanticCustomError:
@@ -242,6 +261,19 @@ class AgentConfig(TomlTable):
     """A subagent's task is announced as timed out after this long; 0 means never."""
     http_get_allowed_hosts: list[str] = Field(default_factory=list)
     """Hosts http_get may fetch from (``*.example.org``: subdomains); none by default."""
+    tools: list[str] | None = None
+    """The tools of an agent without a profile, as a profile's ``tools`` (``"mcp:clock"``,
+    ``"mcp:clock/get_current_time"``, built-in names); unset: sleep, http_get and
+    spawn_subagent."""
+    tool_result_max_chars: int = Field(default=DEFAULT_TOOL_RESULT_MAX_CHARS, ge=1000)
+    """A tool result longer than this is cut, with a marker, before the model reads it."""
+    approval_timeout_seconds: Seconds = DEFAULT_APPROVAL_TIMEOUT_SECONDS
+    """A tool call waiting for approval longer than this is denied."""
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_tool_names(value)
 
 
 class DiscordEndpointsConfig(TomlTable):
@@ -259,6 +291,8 @@ class DiscordEndpointsConfig(TomlTable):
     """Let other bots' messages in bound threads reach the agent."""
     thread_auto_archive_minutes: Literal[60, 1440, 4320, 10080] = 10080
     """Inactivity after which Discord archives a thread the bot opened (the values it allows)."""
+    show_tool_calls: Literal["compact", "off"] = "compact"
+    """Show each tool call as one line in the agent's streamed message, or not at all."""
 
     @field_validator("api_base_url", "gateway_url")
     @classmethod
@@ -330,12 +364,30 @@ class AgentProfile(TomlTable):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in KNOWN_TOOLS]
-        if unknown:
-            raise invalid_value(
-                f"tool names from {', '.join(KNOWN_TOOLS)}", f"unknown: {', '.join(unknown)}"
-            )
-        return value
+        return check_tool_names(value)
+
+
+def check_tool_names(value: list[str]) -> list[str]:
+    """Built-in names, ``mcp:<server>`` or ``mcp:<server>/<tool>``; which servers exist is
+    checked with the whole file, which tools they have when the bot starts."""
+    unknown = [name for name in value if name not in KNOWN_TOOLS and mcp_reference(name) is None]
+    if unknown:
+        raise invalid_value(
+            f'tool names from {", ".join(KNOWN_TOOLS)}, or "mcp:<server>" / "mcp:<server>/<tool>"',
+            f"unknown: {', '.join(unknown)}",
+        )
+    return value
+
+
+def mcp_reference(name: str) -> tuple[str, str | None] | None:
+    """``"mcp:clock"`` -> ``("clock", None)``, ``"mcp:clock/now"`` -> ``("clock", "now")``;
+    None when ``name`` is not a well-formed MCP tool reference."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    server, _, tool = name[len(MCP_PREFIX) :].partition("/")
+    if not _MCP_SERVER.fullmatch(server) or (_ and not tool):
+        return None
+    return server, tool or None
 
 
 def agent_display_name(
@@ -420,3 +472,103 @@ class ProviderConfig(TomlTable):
                 "that environment variable (value not shown)",
             )
         return value
+
+
+# -- [mcp_servers.<name>] -----------------------------------------------------------------
+
+
+class McpServerConfig(TomlTable):
+    """One ``[mcp_servers.<name>]`` table: a Model Context Protocol server agents may use.
+
+    Either ``command`` (a program the bot starts and talks to over stdio; a first word
+    ``python`` or ``python3`` means the interpreter running the bot) or ``url`` (a
+    streamable-HTTP endpoint). The server's environment is a small safe default (PATH,
+    HOME, ...) plus ``env_from``, which maps the server's variable names to the names of
+    the bot's own variables: a secret's value never appears in this file.
+
+    ```toml
+    [mcp_servers.clock]
+    command = ["python", "-m", "mcp_server_time"]
+    env_from = { TZ = "BOT_TZ" }
+    timeout_seconds = 30
+    require_approval = ["convert_time"]      # or true: every tool of this server
+    ```
+    """
+
+    command: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+    url: str | None = None
+    env_from: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: Seconds = 30.0
+    require_approval: bool | list[str] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_env(cls, data: object) -> object:
+        """``env = {...}`` would put values (secrets) in the file: point to env_from instead."""
+        if isinstance(data, Mapping) and "env" in data:
+            raise invalid_value(
+                'env_from = { NAME = "BOT_VARIABLE" }: the server\'s variable NAME gets the '
+                "value of the bot's environment variable BOT_VARIABLE",
+                "env = {...} would keep values (secrets) in the config file (values not shown)",
+            )
+        return data
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise invalid_value(
+                'the program and its arguments, e.g. ["python", "-m", "mcp_server_time"]',
+                "the list is empty",
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            has_credentials = bool(parts.username or parts.password)
+        except ValueError:
+            raise invalid_value("an http:// or https:// URL", "the URL cannot be parsed") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise invalid_value(
+                "an http:// or https:// URL such as http://127.0.0.1:9000/mcp",
+                f"got scheme {parts.scheme!r}" if parts.scheme else "no scheme",
+            )
+        if has_credentials or parts.query:
+            raise invalid_value(
+                "a URL without credentials or query: no secret in the config file",
+                "the URL has credentials or a query (not shown)",
+            )
+        return value
+
+    @field_validator("env_from")
+    @classmethod
+    def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        """Both sides are variable names; a value that is not one is probably the secret."""
+        for name, source in value.items():
+            if not _ENV_NAME.fullmatch(name) or not _ENV_NAME.fullmatch(source):
+                raise invalid_value(
+                    'NAME = "BOT_VARIABLE" pairs of environment variable names',
+                    f"{name!r} maps to something that is not a variable name; if it is the "
+                    "secret itself, move it into an environment variable (value not shown)",
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise invalid_value(
+                'either command = ["program", "arg", ...] (stdio) or url = "http://..." '
+                "(streamable HTTP)",
+                "both are set" if self.command is not None else "neither is set",
+            )
+        if self.url is not None and self.env_from:
+            raise invalid_value(
+                "env_from only with command: it sets the environment of a program the bot starts",
+                "the server is reached by url",
+            )
+        return self

@@ -414,7 +414,7 @@ class TestFileErrors:
         assert error.key_path == "sesion"
         tables = (
             "session, channels, store, bindings, logging, agent, discord, providers, agents, "
-            "playground"
+            "mcp_servers, playground"
         )
         assert error.expected == f"one of the keys {tables}"
 
@@ -819,3 +819,61 @@ class TestAgentProfiles:
             parse_config({"providers": self.PROVIDERS, "agents": {"a": profile}}, env={})
         assert err.value.key_path == key_path
         assert message in str(err.value)
+
+
+class TestMcpServers:
+    """``[mcp_servers.<name>]`` and the tools that name them: refused with one line."""
+
+    def test_a_working_example(self, tmp_path: Path) -> None:
+        config = load_text(
+            tmp_path,
+            '[mcp_servers.clock]\ncommand = ["python", "-m", "mcp_server_time"]\n'
+            'env_from = { TZ = "BOT_TZ" }\ntimeout_seconds = 5\n'
+            'require_approval = ["convert_time"]\n'
+            '[agent]\ntools = ["mcp:clock", "sleep"]\n'
+            '[agents.scout]\ndisplay_name = "Scout"\ntools = ["mcp:clock/get_current_time"]\n',
+        )
+        clock = config.mcp_servers["clock"]
+        assert clock.command == ["python", "-m", "mcp_server_time"]
+        assert (clock.env_from, clock.timeout_seconds) == ({"TZ": "BOT_TZ"}, 5)
+        assert clock.require_approval == ["convert_time"]
+        assert config.agent.tools == ["mcp:clock", "sleep"]
+        assert config.agent.tool_result_max_chars == 20_000
+        assert config.agent.approval_timeout_seconds == 600
+        assert config.discord.show_tool_calls == "compact"
+
+    def test_an_unknown_server(self, tmp_path: Path) -> None:
+        error = error_for(tmp_path, '[agents.a]\ndisplay_name = "A"\ntools = ["mcp:nope"]\n')
+        assert error.key_path == "agents.a.tools"
+        assert "configured [mcp_servers.<name>] table (none configured)" in str(error)
+        assert "'mcp:nope'" in str(error)
+
+    def test_a_server_without_command_or_url(self, tmp_path: Path) -> None:
+        error = error_for(tmp_path, "[mcp_servers.clock]\ntimeout_seconds = 5\n")
+        assert error.key_path == "mcp_servers.clock"
+        assert "neither is set" in str(error)
+
+    def test_a_secret_in_the_file_is_refused_without_echo(self, tmp_path: Path) -> None:
+        for table in (
+            '[mcp_servers.s]\ncommand = ["x"]\nenv = { API_KEY = "sk-live-123456" }\n',
+            '[mcp_servers.s]\ncommand = ["x"]\nenv_from = { API_KEY = "sk-live-123456" }\n',
+            '[mcp_servers.s]\nurl = "https://user:sk-live-123456@example.org/mcp"\n',
+        ):
+            error = error_for(tmp_path, table)
+            assert "sk-live-123456" not in str(error)
+            assert "\n" not in str(error)
+
+    def test_env_from_names_are_fine_even_when_they_look_secret(self, tmp_path: Path) -> None:
+        config = load_text(
+            tmp_path, '[mcp_servers.s]\ncommand = ["x"]\nenv_from = { API_KEY = "S_KEY" }\n'
+        )
+        assert config.mcp_servers["s"].env_from == {"API_KEY": "S_KEY"}
+
+    @pytest.mark.parametrize("name", ["a__b", "Clock", "x" * 33, "-a"])
+    def test_server_names_fit_tool_names(self, tmp_path: Path, name: str) -> None:
+        error = error_for(tmp_path, f'[mcp_servers."{name}"]\ncommand = ["x"]\n')
+        assert "its tools are named <server>__<tool>" in str(error)
+
+    def test_malformed_tool_references(self, tmp_path: Path) -> None:
+        error = error_for(tmp_path, '[agent]\ntools = ["mcp:", "mcp:clock/"]\n')
+        assert "unknown: mcp:, mcp:clock/" in str(error)
