@@ -5,9 +5,12 @@ the only source of truth: conversation, head, bookmarks and queued follow-ups
 all come back after a restart. A turn that was running when the process died
 is marked ``turn_interrupted`` (its unanswered tool calls get synthetic
 results) and is never silently re-run; queued follow-ups then resume, since
-they are requests the user already made. Idle agents are evicted to bound
-memory; an agent whose task crashes is rebuilt from the log, a few times at
-most before the runtime gives up on that session and says so in the logs.
+they are requests the user already made. The exception is a turn that was
+waiting for a person to approve a tool call: nothing of it ran past the
+request, so it goes on waiting (:meth:`SessionRuntime.resume_waiting`).
+Idle agents are evicted to bound memory; an agent whose task crashes is
+rebuilt from the log, a few times at most before the runtime gives up on that
+session and says so in the logs.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from datetime import datetime, timedelta
 
 from core.agent.agent import Agent
 from core.agent.events import AgentEvent, TurnCancelled, TurnEnded
+from core.agent.loop import resumable_turn
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
 from core.clock import Clock, SystemClock
 from core.errors import SessionError
@@ -149,9 +153,17 @@ class SessionRuntime:
         if isinstance(event, TurnEnded | TurnCancelled):
             self.touch(event.session_key)
 
+    async def resume_waiting(self) -> int:
+        """Start the agents whose turn waits for an approval (at start-up), so their
+        timeouts run again; returns how many."""
+        keys = await self._log.awaiting_approval()
+        for key in keys:
+            await self.get(key)
+        return len(keys)
+
     async def _close_interrupted_turn(self, tree: SessionTree) -> None:
         turn_id = tree.running_turn_id
-        if turn_id is None:
+        if turn_id is None or resumable_turn(tree) is not None:
             return
         items = [
             as_item(payload) for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
@@ -222,9 +234,10 @@ class SessionRuntime:
                 _log.info("session.evicted", session_key=key)
 
     async def close(self) -> None:
-        """Stop running turns, keeping their queues, so a restart resumes them cleanly."""
+        """Stop running turns, keeping their queues, so a restart resumes them cleanly;
+        a turn waiting for an approval is left waiting, for the next process."""
         await self.wait_restarts()
         for resident in list(self._entries.values()):
-            if resident.agent.running:
+            if resident.agent.running and not await resident.agent.suspend():
                 await resident.agent.cancel(keep_queues=True)
         self._entries.clear()

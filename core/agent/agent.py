@@ -18,25 +18,42 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from core.agent.events import AgentErrorEvent, AgentEvent, MessageQueued, TurnCancelled
-from core.agent.loop import PendingMessage, carry_over_steering, run_turns
+from core.agent.events import (
+    AgentErrorEvent,
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    MessageQueued,
+    TurnCancelled,
+)
+from core.agent.loop import (
+    PendingMessage,
+    ResumedTurn,
+    carry_over_steering,
+    resumable_turn,
+    run_turns,
+)
 from core.agent.messages import MessageDeriver, unanswered_results
 from core.agent.policy import ContinuationHook, StopPolicy, default_should_continue
 from core.agent.tools import ToolRegistry
+from core.clock import Clock, SystemClock
 from core.config import AgentConfig
 from core.errors import ThreadboundError
 from core.logging import bind_context, get_logger
-from core.providers.types import ChatMessage, Provider
+from core.providers.types import ChatMessage, Provider, ToolCall
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.log import AppendItem, SessionLog, as_item
 from core.sessions.payloads import (
+    ApprovalDecidedPayload,
+    ApprovalDecision,
+    ApprovalRequestedPayload,
     MessageQueuedPayload,
     QueueClearedPayload,
     TurnCancelledPayload,
 )
-from core.sessions.tree import QueuedMessage, SessionSnapshot, SessionTree
+from core.sessions.tree import ApprovalRecord, QueuedMessage, SessionSnapshot, SessionTree
 
-__all__ = ["Agent", "AgentBusy", "AgentSettings", "Submission"]
+__all__ = ["Agent", "AgentBusy", "AgentSettings", "ApprovalOutcome", "Submission"]
 
 _log = get_logger("core.agent")
 T = TypeVar("T")
@@ -64,6 +81,7 @@ class AgentSettings:
     follow_up_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
     stop_policy: StopPolicy = field(default_factory=StopPolicy)
     should_continue: ContinuationHook = default_should_continue
+    approval_timeout_s: float = 600.0
 
     @classmethod
     def from_config(cls, config: AgentConfig, **profile: Any) -> AgentSettings:
@@ -77,6 +95,7 @@ class AgentSettings:
                 max_total_tokens=config.max_total_tokens or None,
                 max_cost_usd=config.max_cost_usd or None,
             ),
+            approval_timeout_s=config.approval_timeout_seconds,
             **profile,
         )
 
@@ -94,6 +113,15 @@ class Submission:
         return self.queued_item_id is not None
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalOutcome:
+    """The answer to a press: ``recorded`` when this decision is the one that counts;
+    otherwise ``record`` is the earlier decision (or None: no such request)."""
+
+    recorded: bool
+    record: ApprovalRecord | None
+
+
 class Agent:
     """The public face of one session's agent: send, steer, follow_up, cancel."""
 
@@ -106,6 +134,7 @@ class Agent:
         settings: AgentSettings | None = None,
         *,
         on_crash: Callable[[Agent, BaseException], None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.tree = tree
         self.session_key = tree.session_key
@@ -128,6 +157,10 @@ class Agent:
         self._listeners: list[Callable[[AgentEvent], None]] = []
         self._in_flight: set[asyncio.Future[Any]] = set()
         self._deriver = MessageDeriver()
+        self._clock: Clock = clock or SystemClock()
+        # Calls waiting for a person, by tool call id; a decision sets the future.
+        self._approvals: dict[str, asyncio.Future[ApprovalRecord]] = {}
+        self._deciding = asyncio.Lock()
 
     # -- state -----------------------------------------------------------------
 
@@ -166,10 +199,16 @@ class Agent:
     async def resume(self) -> bool:
         """Start on queued messages (after a restart); False when idle with nothing queued.
 
-        Steering a stopped turn never took is queued again as a follow-up first.
+        A turn a previous process left waiting for an approval goes on waiting (its
+        buttons still work). Steering a stopped turn never took is queued again as a
+        follow-up first.
         """
         async with self._entry:
             if self.running:
+                return True
+            waiting = resumable_turn(self.tree)
+            if waiting is not None:
+                self._spawn([], resumed=waiting)
                 return True
             await carry_over_steering(self)
             batch = self._take_follow_ups()
@@ -191,6 +230,10 @@ class Agent:
                 MessageQueuedPayload(item_id=item_id, mode=mode, text=content, author_id=author_id)
             )
         self.emit(MessageQueued(self.session_key, item_id, mode, content))
+        if mode == "steer":
+            # A steer redirects the turn now: a call still waiting for approval is not run.
+            for pending in self.tree.pending_approvals:
+                await self.decide(pending.tool_call_id, "withdrawn", reason="steer")
         return Submission(requested=mode, delivered=None, queued_item_id=item_id)
 
     def _start(
@@ -220,7 +263,20 @@ class Agent:
             dropped = [] if keep_queues else [*self.tree.steering_queue, *self.tree.follow_up_queue]
             if task is None and turn_id is None and not dropped:
                 return []
+            withdrawn = self.tree.pending_approvals
             items: list[AppendItem] = [
+                as_item(
+                    ApprovalDecidedPayload(
+                        turn_id=p.turn_id,
+                        tool_call_id=p.tool_call_id,
+                        name=p.name,
+                        decision="withdrawn",
+                        reason="cancel",
+                    )
+                )
+                for p in withdrawn
+            ]
+            items += [
                 as_item(payload)
                 for payload in unanswered_results(self.tree, CANCELLED_RESULT, turn_id)
             ]
@@ -232,18 +288,125 @@ class Agent:
                 items.append(as_item(QueueClearedPayload(item_ids=dropped_ids, reason="cancelled")))
             await self.append_many(items)
             self._mark_idle()
+        for pending in withdrawn:
+            self.emit(
+                ApprovalResolved(
+                    self.session_key, pending.tool_call_id, pending.node_id, "withdrawn", None
+                )
+            )
         self.emit(TurnCancelled(self.session_key, turn_id, tuple(m.text for m in dropped)))
         return dropped
 
+    async def suspend(self) -> bool:
+        """At shutdown: stop a turn that waits for an approval without recording anything,
+        so the next process takes it up (its buttons keep working). False, and nothing
+        done, when no turn waits for one."""
+        async with self._entry:
+            task = self._task
+            if task is None or not self.tree.pending_approvals:
+                return False
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            self._mark_idle()
+            return True
+
+    # -- approvals ---------------------------------------------------------------
+
+    async def request_approval(self, turn_id: str, step: int, call: ToolCall) -> ApprovalRecord:
+        """Ask for a person's decision on ``call`` and wait for it (the loop calls this).
+
+        The request is recorded first, so it survives a restart: a process that finds
+        it recorded (``resume``) waits again, for what is left of the timeout. No
+        decision within ``approval_timeout_s`` of the request is a denial.
+        """
+        decided = self.tree.approval_decision(call.id)
+        if decided is not None:  # decided while no process was waiting
+            return decided
+        resumed = any(p.tool_call_id == call.id for p in self.tree.pending_approvals)
+        if not resumed:
+            await self.append(
+                ApprovalRequestedPayload(
+                    turn_id=turn_id,
+                    step=step,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
+                )
+            )
+        pending = next(p for p in self.tree.pending_approvals if p.tool_call_id == call.id)
+        future: asyncio.Future[ApprovalRecord] = asyncio.get_running_loop().create_future()
+        self._approvals[call.id] = future
+        waited = max(0.0, (self._clock.now() - pending.requested_at).total_seconds())
+        left = max(0.0, self.settings.approval_timeout_s - waited)
+        self.emit(
+            ApprovalRequested(self.session_key, turn_id, call, pending.node_id, left, resumed)
+        )
+        timer: asyncio.Future[Any] = asyncio.ensure_future(self._clock.sleep(left))
+        waiting: list[asyncio.Future[Any]] = [future, timer]
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if not future.done():
+                await self.decide(call.id, "timeout")
+            return await future
+        finally:
+            timer.cancel()
+            self._approvals.pop(call.id, None)
+
+    async def decide(
+        self,
+        tool_call_id: str,
+        decision: ApprovalDecision,
+        *,
+        by_user_id: str | None = None,
+        by_name: str | None = None,
+        reason: str | None = None,
+    ) -> ApprovalOutcome:
+        """Record the decision on a pending request, once: a second press (or a timeout
+        racing a press) gets the decision that was recorded first."""
+        async with self._deciding:
+            pending = next(
+                (p for p in self.tree.pending_approvals if p.tool_call_id == tool_call_id), None
+            )
+            if pending is None:
+                return ApprovalOutcome(False, self.tree.approval_decision(tool_call_id))
+            await self.append(
+                ApprovalDecidedPayload(
+                    turn_id=pending.turn_id,
+                    tool_call_id=tool_call_id,
+                    name=pending.name,
+                    decision=decision,
+                    by_user_id=by_user_id,
+                    by_name=by_name,
+                    reason=reason,
+                )
+            )
+            record = self.tree.approval_decision(tool_call_id)
+            assert record is not None  # just appended
+            future = self._approvals.get(tool_call_id)
+            if future is not None and not future.done():
+                future.set_result(record)
+        self.emit(
+            ApprovalResolved(self.session_key, tool_call_id, pending.node_id, decision, by_name)
+        )
+        return ApprovalOutcome(True, record)
+
+    def pending_approval(self, request_id: str) -> str | None:
+        """The tool call id of the pending request whose event is ``request_id``."""
+        return next(
+            (p.tool_call_id for p in self.tree.pending_approvals if p.node_id == request_id), None
+        )
+
     # -- the running task ------------------------------------------------------
 
-    def _spawn(self, batch: list[PendingMessage]) -> None:
+    def _spawn(self, batch: list[PendingMessage], *, resumed: ResumedTurn | None = None) -> None:
         self._idle.clear()
         # The task copies the context it is created in: every line its turns log
         # (tools, providers, the store) carries the session key.
         with bind_context(session_key=self.session_key):
             self._task = asyncio.create_task(
-                run_turns(self, batch, self._next_batch), name=f"agent:{self.session_key}"
+                run_turns(self, batch, self._next_batch, resumed=resumed),
+                name=f"agent:{self.session_key}",
             )
         self._task.add_done_callback(self._loop_done)
 

@@ -16,6 +16,8 @@ from core.sessions.events import DeliveryMode
 __all__ = [
     "AgentErrorEvent",
     "AgentEvent",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "MessageQueued",
     "SteeringInjected",
     "TextDelta",
@@ -60,11 +62,41 @@ class ToolStarted:
 
 @dataclass(frozen=True, slots=True)
 class ToolFinished:
+    """A call's result; ``denied``: a person (or the approval timeout) refused it, and
+    ``notice`` is a short line for the thread about a failure people should know of."""
+
     session_key: str
     turn_id: str
     call: ToolCall
     content: str
     is_error: bool
+    denied: bool = False
+    notice: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """A call waits for Allow / Deny; ``request_id`` (the request event's node id) is what a
+    button carries, ``timeout_s`` how long it may still wait."""
+
+    session_key: str
+    turn_id: str
+    call: ToolCall
+    request_id: str
+    timeout_s: float
+    resumed: bool = False
+    """Asked before a restart: its message may already be in the thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolved:
+    """The request of ``call_id`` is over: decided by a person, timed out or withdrawn."""
+
+    session_key: str
+    call_id: str
+    request_id: str
+    decision: str
+    by_name: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +149,8 @@ AgentEvent = (
     | TextDelta
     | ToolStarted
     | ToolFinished
+    | ApprovalRequested
+    | ApprovalResolved
     | ToolsSkipped
     | SteeringInjected
     | MessageQueued

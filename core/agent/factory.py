@@ -3,8 +3,9 @@
 The session log says which agent runs it (:mod:`core.agent.assignment`);
 the profile (``[agents.<id>]``) gives that agent's provider, model, system
 prompt and tools. A session with no agent recorded, or a config with no
-profiles, gets the defaults: the first provider, no prompt, the base tools
-plus ``spawn_subagent``.
+profiles, gets the defaults: the first provider, no prompt, and the tools
+``[agent] tools`` lists (unset: the base tools plus ``spawn_subagent``).
+``mcp:`` entries add an MCP server's tools (:mod:`core.agent.mcp_tools`).
 
 Tools that act on the bot (spawning, artifacts) need services built after
 the runtime that owns this factory; they are attached afterwards with
@@ -23,8 +24,11 @@ from core.agent.builtin_tools import (
     emit_artifact_tool,
     spawn_subagent_tool,
 )
+from core.agent.mcp_tools import mcp_sources
 from core.agent.tools import Tool, ToolRegistry
+from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config
+from core.mcp import McpServers
 from core.providers.types import Provider
 from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
@@ -46,8 +50,12 @@ class ProfileAgentFactory:
         base_tools: ToolRegistry,
         *,
         provider_override: Provider | None = None,
+        mcp: McpServers | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._config = config
+        self._mcp = mcp
+        self._clock: Clock = clock or SystemClock()
         self._providers = providers
         self._default = default_provider
         self._override = provider_override
@@ -84,7 +92,7 @@ class ProfileAgentFactory:
             )
             provider = self._provider_for(profile)
             tools = self._registry(agent_id, lambda: self._tools_for(profile))
-        return Agent(tree, log, provider, tools, settings, on_crash=on_crash)
+        return Agent(tree, log, provider, tools, settings, on_crash=on_crash, clock=self._clock)
 
     def _registry(self, key: str | None, build: Callable[[], ToolRegistry]) -> ToolRegistry:
         registry = self._registries.get(key)
@@ -100,16 +108,29 @@ class ProfileAgentFactory:
         return self._default
 
     def _default_tools(self) -> ToolRegistry:
+        listed = self._config.agent.tools
+        if listed is not None:
+            return self._listed(listed, None)
         tools = list(self._base)
         if self._spawn is not None:
             tools.append(self._spawn)
-        return ToolRegistry(tools)
+        return ToolRegistry(tools, result_max_chars=self._config.agent.tool_result_max_chars)
 
     def _tools_for(self, profile: AgentProfile) -> ToolRegistry:
-        """Exactly the tools the profile lists (those whose feature is wired in)."""
+        return self._listed(profile.tools, profile)
+
+    def _listed(self, names: list[str], profile: AgentProfile | None) -> ToolRegistry:
+        """Exactly the tools listed (those whose feature is wired in), MCP servers' included."""
         available = {tool.name: tool for tool in self._base}
         if self._spawn is not None:
             available[self._spawn.name] = self._spawn
-        if self._artifacts is not None:
+        if self._artifacts is not None and profile is not None:
             available["emit_artifact"] = emit_artifact_tool(self._artifacts(profile))
-        return ToolRegistry(available[name] for name in profile.tools if name in available)
+        sources = (
+            mcp_sources(self._mcp, self._config.mcp_servers, names) if self._mcp is not None else []
+        )
+        return ToolRegistry(
+            (available[name] for name in names if name in available),
+            sources=sources,
+            result_max_chars=self._config.agent.tool_result_max_chars,
+        )

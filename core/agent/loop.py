@@ -9,13 +9,17 @@ and the stop policy allows. Steering is acted on only at safe points:
 - between tool calls: a queued steer skips the calls not yet started (each
   gets a synthetic "skipped" result so the provider history stays valid) and
   the interruption is recorded;
+- while a call waits for a person's approval: a steer withdraws the request
+  (the call is not run) and the calls after it are skipped as above;
 - after the step: queued steering is injected as tagged user messages and the
   model is called again;
 - after the turn: steering no safe point took runs as the next follow-up.
 
 Everything the loop decides is appended to the session log before it acts on
 it, so a restart sees the same history. The loop holds no state of its own:
-the tree (fed by the log) is the state, the host gives it the rest.
+the tree (fed by the log) is the state, the host gives it the rest. That is
+also why a turn waiting for an approval survives a restart: ``continue_turn``
+picks it up at the waiting call (see :func:`resumable_turn`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from core.agent.events import (
 )
 from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
-from core.agent.tools import ToolContext, ToolRegistry
+from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
 from core.errors import ProviderError
 from core.providers.types import ChatMessage, Provider, StreamDone, ToolCall, ToolCallReady
 from core.providers.types import TextDelta as ProviderText
@@ -59,9 +63,19 @@ from core.sessions.payloads import (
     UsagePayload,
     UserMessagePayload,
 )
-from core.sessions.tree import QueuedMessage, SessionTree
+from core.sessions.tree import ApprovalRecord, QueuedMessage, SessionTree
 
-__all__ = ["LoopHost", "PendingMessage", "carry_over_steering", "run_turn", "run_turns"]
+__all__ = [
+    "LoopHost",
+    "PendingMessage",
+    "ResumedTurn",
+    "carry_over_steering",
+    "continue_turn",
+    "denial_text",
+    "resumable_turn",
+    "run_turn",
+    "run_turns",
+]
 
 EndReason = Literal["completed", "max_steps", "budget", "error"]
 
@@ -101,17 +115,41 @@ class LoopHost(Protocol):
 
     def emit(self, event: AgentEvent) -> None: ...
 
+    async def request_approval(self, turn_id: str, step: int, call: ToolCall) -> ApprovalRecord:
+        """Record the request (unless a restart finds it recorded), wait for its decision."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResumedTurn:
+    """A turn a previous process left waiting for an approval: where to take it up."""
+
+    turn_id: str
+    step: int
+    calls: tuple[ToolCall, ...]
+    """The calls of that step still without a result, the waiting one first."""
+
 
 NextBatch = Callable[[], Awaitable[list[PendingMessage]]]
 
 
-async def run_turns(host: LoopHost, first: list[PendingMessage], next_batch: NextBatch) -> None:
+async def run_turns(
+    host: LoopHost,
+    first: list[PendingMessage],
+    next_batch: NextBatch,
+    *,
+    resumed: ResumedTurn | None = None,
+) -> None:
     """Run turns until no follow-up is waiting; ``next_batch`` decides (and may end) that.
 
     ``next_batch`` runs under the host's entry lock: it calls ``carry_over_steering``
     and then takes the queued follow-ups, so no message can slip in between.
+    ``resumed`` is a turn to finish first (``first`` is then empty).
     """
     batch = first
+    if resumed is not None:
+        await continue_turn(host, resumed)
+        batch = await next_batch()
     while batch:
         await run_turn(host, batch)
         batch = await next_batch()
@@ -119,18 +157,34 @@ async def run_turns(host: LoopHost, first: list[PendingMessage], next_batch: Nex
 
 async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
     turn_id = uuid.uuid4().hex
-    key = host.session_key
 
     # -- open the turn: its marker, then the user message(s) that trigger it
     await host.append(TurnStartedPayload(turn_id=turn_id, trigger=batch[0].delivered))
-    host.emit(TurnStarted(key, turn_id, batch[0].delivered))
+    host.emit(TurnStarted(host.session_key, turn_id, batch[0].delivered))
     for message in batch:
         await host.append(_user_payload(message), message.delivered)
+    await _steps(host, turn_id, step=0, resumed=())
 
-    step, error = 0, None
+
+async def continue_turn(host: LoopHost, resumed: ResumedTurn) -> None:
+    """Finish a turn a restart interrupted while a call waited for approval."""
+    host.emit(TurnStarted(host.session_key, resumed.turn_id, "normal"))
+    await host.tools.refresh()  # a new process knows its tool servers' tools only now
+    await _steps(host, resumed.turn_id, step=resumed.step, resumed=resumed.calls)
+
+
+async def _steps(host: LoopHost, turn_id: str, *, step: int, resumed: Sequence[ToolCall]) -> None:
+    """Call the model and run its tools until the turn is done; then close the turn.
+
+    ``resumed``: calls of step ``step`` still to run before the next model call.
+    """
+    error = None
     reason: EndReason = "completed"
     try:
-        while True:
+        go_on = (
+            await _act(host, turn_id, StepInfo(step, True, False, ""), resumed) if resumed else True
+        )
+        while go_on:
             step += 1
 
             # -- stop policy first: it always wins over the continuation hook
@@ -150,26 +204,30 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
 
             # -- call the model; a steer arriving now waits for the stream to end
             text, calls = await _model_step(host, turn_id, step)
-
-            # -- run the tools in order; a queued steer skips the ones not started
-            for index, call in enumerate(calls):
-                if host.steer_skips_pending_tools and host.tree.steering_queue:
-                    await _skip_tools(host, turn_id, step, calls[index:])
-                    break
-                await _run_tool(host, turn_id, call)
-
-            # -- inject steering that arrived during this step, then decide
-            injected = await _inject_steering(host, turn_id)
-            info = StepInfo(step, bool(calls), injected, text)
-            if not host.should_continue(info):
-                break
+            go_on = await _act(host, turn_id, StepInfo(step, bool(calls), False, text), calls)
     except ProviderError as exc:
         reason, error = "error", str(exc)
-        host.emit(AgentErrorEvent(key, turn_id, error))
+        host.emit(AgentErrorEvent(host.session_key, turn_id, error))
 
     # -- close the turn durably before any follow-up may start
     await host.append(TurnEndedPayload(turn_id=turn_id, reason=reason, steps=step, error=error))
-    host.emit(TurnEnded(key, turn_id, reason, step))
+    host.emit(TurnEnded(host.session_key, turn_id, reason, step))
+
+
+async def _act(host: LoopHost, turn_id: str, info: StepInfo, calls: Sequence[ToolCall]) -> bool:
+    """Run the step's tools in order, inject steering, and say whether to call the model again.
+
+    A queued steer skips the calls not yet started.
+    """
+    for index, call in enumerate(calls):
+        if host.steer_skips_pending_tools and host.tree.steering_queue:
+            await _skip_tools(host, turn_id, info.step, calls[index:])
+            break
+        await _run_tool(host, turn_id, info.step, call)
+
+    # -- inject steering that arrived during this step, then decide
+    injected = await _inject_steering(host, turn_id)
+    return host.should_continue(StepInfo(info.step, info.had_tool_calls, injected, info.text))
 
 
 async def carry_over_steering(host: LoopHost) -> None:
@@ -192,6 +250,7 @@ async def carry_over_steering(host: LoopHost) -> None:
 
 async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, list[ToolCall]]:
     """Stream one model response, then record it (and its usage) in one go."""
+    await host.tools.refresh()  # a tool server's list may have changed
     messages = host.derive_messages()
     parts: list[str] = []
     calls: list[ToolCall] = []
@@ -233,10 +292,24 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     return text, calls
 
 
-async def _run_tool(host: LoopHost, turn_id: str, call: ToolCall) -> None:
+async def _run_tool(host: LoopHost, turn_id: str, step: int, call: ToolCall) -> None:
     host.emit(ToolStarted(host.session_key, turn_id, call))
+    tool = host.tools.get(call.name)
+    if tool is not None and tool.requires_approval and not host.tree.allowed_for_session(call.name):
+        decision = await host.request_approval(turn_id, step, call)
+        if not decision.allowed:
+            await _record_result(
+                host, turn_id, call, ToolOutcome(denial_text(decision), True), True
+            )
+            return
     context = ToolContext(host.session_key, turn_id, call.id, host.agent_name)
     outcome = await host.tools.execute(call, context)
+    await _record_result(host, turn_id, call, outcome, False)
+
+
+async def _record_result(
+    host: LoopHost, turn_id: str, call: ToolCall, outcome: ToolOutcome, denied: bool
+) -> None:
     await host.append(
         ToolResultPayload(
             turn_id=turn_id,
@@ -246,7 +319,51 @@ async def _run_tool(host: LoopHost, turn_id: str, call: ToolCall) -> None:
             is_error=outcome.is_error,
         )
     )
-    host.emit(ToolFinished(host.session_key, turn_id, call, outcome.content, outcome.is_error))
+    host.emit(
+        ToolFinished(
+            host.session_key,
+            turn_id,
+            call,
+            outcome.content,
+            outcome.is_error,
+            denied=denied,
+            notice=outcome.notice,
+        )
+    )
+
+
+def denial_text(decision: ApprovalRecord) -> str:
+    """What the model reads for a call that did not get approval."""
+    match decision.decision:
+        case "deny":
+            return f"denied by {decision.by_name or 'a person'}: the tool was not run"
+        case "timeout":
+            return "denied: nobody approved this call in time; the tool was not run"
+        case _:
+            why = "a steering message arrived" if decision.reason == "steer" else "the turn ended"
+            return f"not run: the approval request was withdrawn because {why}"
+
+
+def resumable_turn(tree: SessionTree) -> ResumedTurn | None:
+    """The running turn, if it stopped at a call waiting for approval: that call and
+    the ones after it in its step. Any other running turn cannot be resumed."""
+    if tree.running_turn_id is None or not tree.pending_approvals:
+        return None
+    waiting = tree.pending_approvals[0]
+    answered: set[str] = set()
+    for event in reversed(tree.path()):
+        if event.type == "tool_result":
+            answered.add(event.payload["tool_call_id"])
+        elif event.type == "assistant_message" and event.payload["turn_id"] == waiting.turn_id:
+            calls = [ToolCall.model_validate(c) for c in event.payload["tool_calls"]]
+            ids = [c.id for c in calls]
+            if waiting.tool_call_id not in ids:
+                return None
+            rest = [c for c in calls[ids.index(waiting.tool_call_id) :] if c.id not in answered]
+            if not rest or rest[0].id != waiting.tool_call_id:
+                return None
+            return ResumedTurn(waiting.turn_id, waiting.step, tuple(rest))
+    return None
 
 
 async def _skip_tools(host: LoopHost, turn_id: str, step: int, skipped: Sequence[ToolCall]) -> None:

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from core.sessions.events import SessionEvent
-from core.sessions.snapshot import QueuedMessage, SteerInterruption, UsageTotals
+from core.sessions.snapshot import (
+    ApprovalRecord,
+    PendingApproval,
+    QueuedMessage,
+    SteerInterruption,
+    UsageTotals,
+)
 
 __all__ = ["TurnState"]
 
@@ -19,8 +25,8 @@ __all__ = ["TurnState"]
 class TurnState:
     """Queues, running turn, last steer interruption and usage totals, from replayed events."""
 
-    __slots__ = ("completion_tokens", "cost", "follow_up", "interruption", "prompt_tokens",
-                 "running", "steering")  # fmt: skip
+    __slots__ = ("allowed_tools", "approvals", "completion_tokens", "cost", "decisions",
+                 "follow_up", "interruption", "prompt_tokens", "running", "steering")  # fmt: skip
 
     def __init__(self) -> None:
         self.steering: dict[str, QueuedMessage] = {}
@@ -30,6 +36,12 @@ class TurnState:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost = 0.0
+        self.approvals: dict[str, PendingApproval] = {}
+        """Pending approval requests by tool call id."""
+        self.decisions: dict[str, ApprovalRecord] = {}
+        """Every decided approval by tool call id, so a second press can say who decided."""
+        self.allowed_tools: set[str] = set()
+        """Tools a person allowed for the rest of the session."""
 
     def apply(self, event: SessionEvent) -> None:
         """Take ``event`` into account; types that do not concern turns are ignored."""
@@ -64,7 +76,36 @@ class TurnState:
         turn_id = event.payload["turn_id"]
         if turn_id is not None and turn_id == self.running:
             self.running = None
+            self.approvals.clear()  # a request outlives its turn only as history
         self._drop(event.payload.get("dropped_item_ids", ()))
+
+    def _on_approval_requested(self, event: SessionEvent) -> None:
+        payload = event.payload
+        self.approvals[payload["tool_call_id"]] = PendingApproval(
+            node_id=event.node_id,
+            turn_id=payload["turn_id"],
+            step=payload["step"],
+            tool_call_id=payload["tool_call_id"],
+            name=payload["name"],
+            arguments=payload["arguments"],
+            requested_at=event.created_at,
+        )
+
+    def _on_approval_decided(self, event: SessionEvent) -> None:
+        payload = event.payload
+        call_id = payload["tool_call_id"]
+        self.approvals.pop(call_id, None)
+        self.decisions[call_id] = ApprovalRecord(
+            tool_call_id=call_id,
+            name=payload["name"],
+            decision=payload["decision"],
+            by_user_id=payload.get("by_user_id"),
+            by_name=payload.get("by_name"),
+            reason=payload.get("reason"),
+            decided_at=event.created_at,
+        )
+        if payload["decision"] == "allow_session":
+            self.allowed_tools.add(payload["name"])
 
     def _on_steer_interruption(self, event: SessionEvent) -> None:
         payload = event.payload
@@ -112,4 +153,6 @@ _HANDLERS: Final[dict[str, Callable[[TurnState, SessionEvent], Any]]] = {
     "queue_moved": TurnState._on_queue_moved,
     "queue_cleared": TurnState._on_queue_cleared,
     "usage": TurnState._on_usage,
+    "approval.requested": TurnState._on_approval_requested,
+    "approval.decided": TurnState._on_approval_decided,
 }

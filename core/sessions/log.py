@@ -98,6 +98,14 @@ class SessionLog:
         """Every session that has at least one event, sorted."""
         return await self._db.run(repository.session_keys)
 
+    async def session_of(self, node_id: str) -> str | None:
+        """The session whose log holds event ``node_id`` (a button's handle), if any."""
+        return await self._db.run(lambda conn: repository.session_of_node(conn, node_id))
+
+    async def awaiting_approval(self) -> list[str]:
+        """Sessions whose running turn waits for an approval: a restart takes them up."""
+        return await self._db.run(repository.sessions_awaiting_approval)
+
     # -- appending ----------------------------------------------------------------
 
     async def append(

@@ -24,6 +24,9 @@ from core.errors import SessionError
 from core.sessions.events import DeliveryMode, EventKind
 
 __all__ = [
+    "ApprovalDecidedPayload",
+    "ApprovalDecision",
+    "ApprovalRequestedPayload",
     "AssistantMessagePayload",
     "BookmarkPayload",
     "BranchCreatedPayload",
@@ -180,6 +183,33 @@ class UnbookmarkPayload(_Payload):
     label: str
 
 
+class ApprovalRequestedPayload(_Payload):
+    """A tool call under ``require_approval`` waits for a person; ``step`` lets a restarted
+    process continue the turn at that call."""
+
+    turn_id: str
+    step: int
+    tool_call_id: str
+    name: str
+    arguments: str
+
+
+ApprovalDecision = Literal["allow", "allow_session", "deny", "timeout", "withdrawn"]
+
+
+class ApprovalDecidedPayload(_Payload):
+    """What became of an approval request, who decided (a user id, or None for the bot:
+    a timeout, or a steer or cancel that withdrew it) and, for a withdrawal, why."""
+
+    turn_id: str
+    tool_call_id: str
+    name: str
+    decision: ApprovalDecision
+    by_user_id: str | None = None
+    by_name: str | None = None
+    reason: str | None = None
+
+
 _REGISTRY: dict[str, tuple[EventKind, type[BaseModel]]] = {}
 
 
@@ -297,6 +327,8 @@ _BUILT_INS: tuple[tuple[str, EventKind, type[BaseModel]], ...] = (
     ("branch_created", "system", BranchCreatedPayload),
     ("bookmark", "system", BookmarkPayload),
     ("unbookmark", "system", UnbookmarkPayload),
+    ("approval.requested", "system", ApprovalRequestedPayload),
+    ("approval.decided", "system", ApprovalDecidedPayload),
 )
 for _name, _kind, _model in _BUILT_INS:
     register_event_type(_name, _kind, _model)

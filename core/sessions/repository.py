@@ -35,6 +35,8 @@ __all__ = [
     "load_session",
     "replace_projection",
     "session_keys",
+    "session_of_node",
+    "sessions_awaiting_approval",
     "write_events",
 ]
 
@@ -92,6 +94,12 @@ _LOAD_BRANCHES = select(_B.c.branch_id, _B.c.head_node_id).where(
 _HAS_EVENTS = select(_E.c.seq).where(_E.c.session_key == bindparam("key")).limit(1)
 _SESSION_KEYS = select(_H.c.session_key).order_by(_H.c.session_key)
 _DELETE_BRANCHES = delete(_B).where(_B.c.session_key == bindparam("key"))
+_SESSION_OF_NODE = select(_E.c.session_key).where(_E.c.node_id == bindparam("node_id"))
+_APPROVAL_COUNTS = (
+    select(_E.c.session_key, _E.c.type, func.count())
+    .where(_E.c.type.in_(("approval.requested", "approval.decided")))
+    .group_by(_E.c.session_key, _E.c.type)
+)
 
 
 def _upserts(insert: Any) -> tuple[Any, Any]:
@@ -162,6 +170,24 @@ def load_session(conn: Connection, key: str) -> LoadedSession:
 
 def session_keys(conn: Connection) -> list[str]:
     return list(conn.execute(_SESSION_KEYS).scalars())
+
+
+def session_of_node(conn: Connection, node_id: str) -> str | None:
+    """The session an event belongs to (node ids are unique across sessions)."""
+    return conn.execute(_SESSION_OF_NODE, {"node_id": node_id}).scalar()
+
+
+def sessions_awaiting_approval(conn: Connection) -> list[str]:
+    """Sessions with an approval request not yet decided: every request gets exactly one
+    decision (a person's, the timeout's or a withdrawal), so the counts tell."""
+    counts: dict[str, dict[str, int]] = {}
+    for key, type_, count in conn.execute(_APPROVAL_COUNTS):
+        counts.setdefault(key, {})[type_] = count
+    return sorted(
+        key
+        for key, seen in counts.items()
+        if seen.get("approval.requested", 0) > seen.get("approval.decided", 0)
+    )
 
 
 def discard_session(conn: Connection, key: str) -> None:

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict
 from core.sessions.events import SessionEvent
 
 __all__ = [
+    "ApprovalRecord",
+    "PendingApproval",
     "QueuedMessage",
     "SessionSnapshot",
     "SteerInterruption",
@@ -44,6 +46,39 @@ class SteerInterruption(BaseModel):
     turn_id: str
     step: int
     skipped_tool_call_ids: tuple[str, ...]
+
+
+class PendingApproval(BaseModel):
+    """A tool call waiting for a person's Allow or Deny; ``node_id`` is its request event,
+    the handle a button carries across restarts."""
+
+    model_config = _FROZEN
+
+    node_id: str
+    turn_id: str
+    step: int
+    tool_call_id: str
+    name: str
+    arguments: str
+    requested_at: datetime
+
+
+class ApprovalRecord(BaseModel):
+    """How an approval request ended (see ``ApprovalDecidedPayload``)."""
+
+    model_config = _FROZEN
+
+    tool_call_id: str
+    name: str
+    decision: Literal["allow", "allow_session", "deny", "timeout", "withdrawn"]
+    by_user_id: str | None
+    by_name: str | None
+    reason: str | None
+    decided_at: datetime
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision in ("allow", "allow_session")
 
 
 class UsageTotals(BaseModel):

@@ -21,6 +21,8 @@ from core.errors import SessionError
 from core.sessions._turn_state import TurnState
 from core.sessions.events import ADVANCING_KINDS, SessionEvent
 from core.sessions.snapshot import (
+    ApprovalRecord,
+    PendingApproval,
     QueuedMessage,
     SessionSnapshot,
     SteerInterruption,
@@ -30,6 +32,8 @@ from core.sessions.snapshot import (
 
 __all__ = [
     "MAIN_BRANCH",
+    "ApprovalRecord",
+    "PendingApproval",
     "QueuedMessage",
     "SessionSnapshot",
     "SessionTree",
@@ -161,6 +165,19 @@ class SessionTree:
     @property
     def total_usage(self) -> UsageTotals:
         return self._turns.usage
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """Tool calls of the running turn waiting for a person's decision, oldest first."""
+        return tuple(self._turns.approvals.values())
+
+    def approval_decision(self, tool_call_id: str, /) -> ApprovalRecord | None:
+        """How the approval request of ``tool_call_id`` was decided, if it was."""
+        return self._turns.decisions.get(tool_call_id)
+
+    def allowed_for_session(self, tool_name: str, /) -> bool:
+        """Whether a person allowed ``tool_name`` for the rest of this session."""
+        return tool_name in self._turns.allowed_tools
 
     @property
     def last_seq(self) -> int:

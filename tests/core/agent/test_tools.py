@@ -10,7 +10,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from core.agent.builtin_tools import http_get_tool, sleep_tool
-from core.agent.tools import Tool, ToolContext, ToolRegistry
+from core.agent.tools import Tool, ToolContext, ToolFailed, ToolRegistry
 from core.clock import FakeClock
 from tests.fixtures.agents import call
 
@@ -135,3 +135,64 @@ class TestBuiltins:
         outcome = await reg.execute(call("c1", "http_get", url=f"{local_site}/hello"), CTX)
         assert outcome.is_error
         assert "not on the http_get allow-list (*.example.org)" in outcome.content
+
+
+class TestResultsAndSources:
+    async def test_a_long_result_is_cut_with_a_marker_saying_how_long_it_was(self) -> None:
+        reg = ToolRegistry([Tool("echo", "Echo.", EchoArgs, echo)], result_max_chars=1000)
+        outcome = await reg.execute(call("c1", "echo", text="ab", times=1500), CTX)
+        assert outcome.content.startswith("ab" * 500)
+        assert outcome.content.endswith(
+            "[cut: the result had 3,000 characters; the first 1,000 are shown]"
+        )
+
+    async def test_a_tool_failure_carries_its_notice(self) -> None:
+        async def down(_args: dict, _ctx: ToolContext) -> str:
+            raise ToolFailed("server clock is not running", notice="🔌 clock is down")
+
+        reg = ToolRegistry([Tool("probe", "Probe.", None, down)])
+        outcome = await reg.execute(call("c1", "probe"), CTX)
+        assert (outcome.content, outcome.is_error, outcome.notice) == (
+            "error: server clock is not running",
+            True,
+            "🔌 clock is down",
+        )
+
+    async def test_a_schema_tool_takes_a_json_object_and_offers_its_schema(self) -> None:
+        async def show(args: dict, _ctx: ToolContext) -> str:
+            return repr(sorted(args.items()))
+
+        schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+        reg = ToolRegistry([Tool("show", "Show.", None, show, parameters=schema)])
+        assert reg.specs()[0].parameters == schema
+        assert (await reg.execute(call("c1", "show", x=1), CTX)).content == "[('x', 1)]"
+        from core.providers.types import ToolCall
+
+        not_object = ToolCall(id="c2", name="show", arguments="[1, 2]")
+        outcome = await reg.execute(not_object, CTX)
+        assert outcome.is_error
+        assert "must be a JSON object" in outcome.content
+
+    async def test_sources_are_taken_in_at_refresh_and_specs_rebuilt_only_on_change(
+        self,
+    ) -> None:
+        class Source:
+            def __init__(self) -> None:
+                self.current: tuple[Tool, ...] = (Tool("a", "A.", None, echo),)
+
+            async def tools(self) -> tuple[Tool, ...]:
+                return self.current
+
+        source = Source()
+        reg = ToolRegistry([Tool("echo", "Echo.", EchoArgs, echo)], sources=[source])
+        assert reg.names() == ["echo"]
+        await reg.refresh()
+        assert reg.names() == ["echo", "a"]
+        specs = reg.specs()
+        await reg.refresh()
+        assert reg.specs() is specs  # the same tuple: nothing rebuilt
+        source.current = (Tool("b", "B.", None, echo), Tool("echo", "Shadow.", None, echo))
+        await reg.refresh()
+        assert reg.names() == ["echo", "b"]  # a fixed tool wins a clash
+        assert reg.get("echo") is not None
+        assert reg.get("echo").description == "Echo."
