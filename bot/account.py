@@ -14,6 +14,7 @@ from typing import Any
 
 import discord
 
+from adapters.discord.approvals import ApprovalMessages
 from adapters.discord.completions import DiscordCompletionSink
 from adapters.discord.delivery import (
     DEFAULT_PERSONA,
@@ -51,6 +52,7 @@ class AccountRuntime:
         services.adapters.register(self.manager, replace=True)
         self.webhooks = WebhookPool(self.manager, clock=services.bindings.clock)
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
+        self.approvals = ApprovalMessages(self.delivery)
         self._presenters: dict[str, tuple[Agent, Persona, ThreadPresenter]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.in_progress: set[tuple[str, ...]] = set()
@@ -123,6 +125,8 @@ class AccountRuntime:
             persona,
             clock=self.services.bindings.clock,
             min_edit_interval=self._min_edit_interval,
+            show_tool_calls=self.services.config.discord.show_tool_calls == "compact",
+            approvals=self.approvals,
         )
         presenter.attach(agent)
         self._presenters[record.binding_id] = (agent, persona, presenter)

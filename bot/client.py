@@ -8,6 +8,7 @@ from discord import app_commands
 from adapters.discord.ids import conversation_of
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
+from bot.approvals import setup_approvals
 from bot.commands.agents import agents_group
 from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
@@ -70,6 +71,7 @@ class ThreadboundClient(discord.Client):
         for command in commands:
             self.tree.add_command(command)
         setup_handoffs(self, self.account)
+        setup_approvals(self)
         # What a previous run left unfinished (once per process), before the gateway
         # connects and new work can arrive.
         await self.services.pick_up()

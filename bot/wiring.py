@@ -17,6 +17,7 @@ from typing import Any
 from core.agent import ToolRegistry
 from core.agent.builtin_tools import http_get_tool, sleep_tool
 from core.agent.factory import ProfileAgentFactory
+from core.agent.mcp_tools import referenced_tools
 from core.artifacts import builtin as _builtin_artifacts
 from core.artifacts.service import ArtifactService, artifact_tool_handler
 from core.bindings.adapter import AdapterRegistry
@@ -30,6 +31,7 @@ from core.handoffs.activate import finish_accepted
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
 from core.logging import get_logger
+from core.mcp import McpServers
 from core.overrides import RuntimeOverrides
 from core.providers.config import build_provider
 from core.providers.types import ChatMessage, Provider, ProviderEvent, ToolSpec
@@ -61,6 +63,7 @@ class Services:
     subagents: SubagentService
     artifacts: ArtifactService
     handoffs: HandoffService
+    mcp: McpServers
     providers: dict[str, Provider] = field(default_factory=dict)
 
     _picked_up: asyncio.Future[None] | None = None
@@ -78,6 +81,9 @@ class Services:
         done = await finish_accepted(handoffs=self.handoffs, runtime=self.runtime)
         if done:
             _log.info("handoffs.completed_at_start", count=done)
+        waiting = await self.runtime.resume_waiting()
+        if waiting:
+            _log.info("approvals.resumed_at_start", sessions=waiting)
 
     async def maintain(self) -> None:
         """The upkeep a running bot needs, until cancelled: binding touches flushed and
@@ -104,6 +110,7 @@ class Services:
             await self.subagents.close()
             await self.runtime.close()
             await self.sessions.close()
+            await self.mcp.close()
             for provider in self.providers.values():
                 closing = getattr(provider, "aclose", None)
                 if closing is not None:
@@ -182,6 +189,15 @@ async def build_services(
         name: build_provider(cfg, env, name=name) for name, cfg in config.providers.items()
     }
     default = next(iter(providers.values()), None) or NoProvider()
+    mcp = McpServers(config.mcp_servers, env=env, clock=clock)
+    try:
+        # Tool names the file spells out must exist: one clear line now, not a
+        # confused model later. A server that cannot start is only logged.
+        source = str(config.config_path) if config.config_path else "<defaults>"
+        await mcp.check(referenced_tools(_tool_lists(config), config.mcp_servers), source=source)
+    except BaseException:
+        await mcp.close()
+        raise
     database = await open_database(config.store_url(), busy_timeout_ms=config.store.busy_timeout_ms)
     try:
         adapters = AdapterRegistry()
@@ -196,7 +212,13 @@ async def build_services(
         await bindings.start()
         sessions = SessionLog(database, clock=clock)
         factory = ProfileAgentFactory(
-            config, providers, default, default_tools(config, clock), provider_override=provider
+            config,
+            providers,
+            default,
+            default_tools(config, clock),
+            provider_override=provider,
+            mcp=mcp,
+            clock=clock,
         )
         runtime = SessionRuntime(
             sessions, factory, clock=clock, idle_evict_seconds=config.agent.idle_evict_seconds
@@ -224,6 +246,7 @@ async def build_services(
         factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
         await database.close()
+        await mcp.close()
         raise
     return Services(
         config=config,
@@ -238,8 +261,17 @@ async def build_services(
         subagents=subagents,
         artifacts=artifacts,
         handoffs=HandoffService(database, sessions, clock=clock),
+        mcp=mcp,
         providers=providers,
     )
+
+
+def _tool_lists(config: Config) -> list[list[str]]:
+    """Every ``tools`` list of the file: ``[agent] tools`` and each profile's."""
+    lists = [profile.tools for profile in config.agents.values()]
+    if config.agent.tools is not None:
+        lists.append(config.agent.tools)
+    return lists
 
 
 def _artifact_handler(

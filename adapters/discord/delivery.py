@@ -205,19 +205,33 @@ class ThreadDelivery:
 
     # -- bot messages (status lines, notices) --------------------------------------
 
-    async def bot_send(self, record: SessionBindingRecord, content: str) -> str:
-        """Post as the bot in the record's thread; returns the message id."""
-        sent = await self._reliably(record, "bot", lambda: self._bot_post(record, content))
+    async def bot_send(
+        self, record: SessionBindingRecord, content: str, *, view: discord.ui.View | None = None
+    ) -> str:
+        """Post as the bot in the record's thread (with ``view``'s buttons); returns its id."""
+        sent = await self._reliably(
+            record, "bot", lambda: self._bot_post(record, content, view=view)
+        )
         return sent.message_id
 
-    async def bot_edit(self, record: SessionBindingRecord, message_id: str, content: str) -> str:
-        """Edit a bot message (posted again if it was deleted); returns where it shows."""
+    async def bot_edit(
+        self,
+        record: SessionBindingRecord,
+        message_id: str,
+        content: str,
+        *,
+        view: discord.ui.View | Any | None = discord.utils.MISSING,
+    ) -> str:
+        """Edit a bot message (posted again if it was deleted); returns where it shows.
+
+        ``view=None`` takes its buttons away; left out, they stay as they are.
+        """
 
         async def once() -> Posted:
             thread = await self._thread_of(record)
             try:
                 await thread.get_partial_message(int(message_id)).edit(
-                    content=content, allowed_mentions=_NO_MENTIONS
+                    content=content, allowed_mentions=_NO_MENTIONS, view=view
                 )
             except discord.NotFound as exc:
                 if exc.code != UNKNOWN_MESSAGE:
@@ -279,11 +293,20 @@ class ThreadDelivery:
             )
 
     async def _bot_post(
-        self, record: SessionBindingRecord, content: str, persona: Persona | None = None
+        self,
+        record: SessionBindingRecord,
+        content: str,
+        persona: Persona | None = None,
+        *,
+        view: discord.ui.View | None = None,
     ) -> Posted:
         """Post as the bot; a persona's words are prefixed with its name, so readers know."""
         thread = await self._thread_of(record)
-        message = await thread.send(spoken_by(persona, content), allowed_mentions=_NO_MENTIONS)
+        message = await thread.send(
+            spoken_by(persona, content),
+            allowed_mentions=_NO_MENTIONS,
+            view=view or discord.utils.MISSING,
+        )
         return Posted(str(message.id), "bot")
 
     # -- retry, repair, give up ----------------------------------------------------

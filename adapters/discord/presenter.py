@@ -2,8 +2,12 @@
 
 The presenter listens to one agent's events. Streamed text goes into a
 persona message edited as it grows (throttled by :class:`StreamingMessage`);
-a tool call, a skip or an injected steer closes that message so the next
-words start a new one in order; the end of a turn lands the final text.
+each tool call is a compact line in that message (``[discord] show_tool_calls``;
+with ``"off"`` a call closes the message instead). A call waiting for approval,
+a notice, a skip or an injected steer closes the message so the next words
+start a new one, in order, below it; the end of a turn lands the final text.
+Approval requests are the bot's own messages with buttons
+(:class:`~adapters.discord.approvals.ApprovalMessages`).
 Listeners are synchronous, so the Discord calls run in tasks the presenter
 owns and awaits in :meth:`drain`; a failure to deliver is logged, never
 raised into the agent.
@@ -16,15 +20,20 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from adapters.discord.approvals import ApprovalMessages
 from adapters.discord.delivery import Persona, StatusSink, ThreadDelivery, ThreadSink
 from adapters.discord.streaming import StreamingMessage
+from adapters.discord.tool_lines import ToolLine, TranscriptDoc
 from core.agent.agent import Agent
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
     MessageQueued,
     SteeringInjected,
     TextDelta,
+    ToolFinished,
     ToolsSkipped,
     ToolStarted,
     TurnCancelled,
@@ -95,8 +104,13 @@ class ThreadPresenter:
         *,
         clock: Clock | None = None,
         min_edit_interval: float = 1.0,
+        show_tool_calls: bool = True,
+        approvals: ApprovalMessages | None = None,
     ) -> None:
         self._delivery = delivery
+        self._show_tools = show_tool_calls
+        self._approvals = approvals or ApprovalMessages(delivery)
+        self._doc: TranscriptDoc | None = None
         self._record = record
         self._persona = persona
         self._clock: Clock = clock or SystemClock()
@@ -129,12 +143,27 @@ class ThreadPresenter:
         if isinstance(event, _STATUS_EVENTS) and not turn_over:
             self._show_status()
         if isinstance(event, TextDelta):
-            if self._stream is None:
-                sink = ThreadSink(self._delivery, self._record, self._persona)
-                self._stream = StreamingMessage(
-                    sink, clock=self._clock, min_interval=self._interval, limit=sink.limit
-                )
-            self._stream.append(event.text)
+            self._document().add_text(event.text)
+            self._show_document()
+        elif isinstance(event, ToolStarted) and self._show_tools:
+            call = event.call
+            self._document().add_line(ToolLine(call.id, call.name, call.arguments))
+            self._show_document()
+        elif isinstance(event, ApprovalRequested):
+            self._set_line(event.call.id, "waiting")
+            self._close_stream()  # the model's next words come below the buttons
+            self._then(self._approvals.ask(self._record, self._persona.name, event))
+        elif isinstance(event, ApprovalResolved):
+            self._then(self._approvals.settle(self._record, event))
+        elif isinstance(event, ToolFinished):
+            status = "denied" if event.denied else "error" if event.is_error else "ok"
+            if self._show_tools and not self._set_line(event.call.id, status):
+                call = event.call
+                self._document().add_line(ToolLine(call.id, call.name, call.arguments, status))
+                self._show_document()
+            if event.notice:
+                self._close_stream()
+                self._then(self._bot_notice(event.notice))
         elif isinstance(
             event, ToolStarted | ToolsSkipped | SteeringInjected | TurnEnded | TurnCancelled
         ):
@@ -151,6 +180,8 @@ class ThreadPresenter:
         """Wait until everything shown so far has reached Discord."""
         while self._chain is not None and not self._chain.done():
             await asyncio.shield(self._chain)
+        if self._stream is not None:  # the open message: what it shows so far
+            await self._stream.flush()
         if self._status is not None:
             await self._status.flush()
 
@@ -169,8 +200,32 @@ class ThreadPresenter:
             )
         self._status.replace(status_text(self._agent.snapshot(), failed=self._failed))
 
+    def _document(self) -> TranscriptDoc:
+        """The open persona message's text, opening one if none is."""
+        if self._stream is None or self._doc is None:
+            sink = ThreadSink(self._delivery, self._record, self._persona)
+            self._stream = StreamingMessage(
+                sink, clock=self._clock, min_interval=self._interval, limit=sink.limit
+            )
+            self._doc = TranscriptDoc()
+        return self._doc
+
+    def _show_document(self) -> None:
+        if self._stream is not None and self._doc is not None:
+            self._stream.replace(self._doc.render())
+
+    def _set_line(self, call_id: str, status: str) -> bool:
+        """Update the call's line in the open message; False when it is not there."""
+        line = self._doc.line(call_id) if self._doc is not None else None
+        if line is None or not self._show_tools:
+            return False
+        line.status = status  # type: ignore[assignment]  # one of ToolStatus
+        self._show_document()
+        return True
+
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
+        self._doc = None
         if stream is not None:
             self._then(stream.close())
 
@@ -188,3 +243,7 @@ class ThreadPresenter:
 
     async def _notice(self, text: str) -> None:
         await self._delivery.send(self._record, self._persona, text)
+
+    async def _bot_notice(self, text: str) -> None:
+        """A line from the bot about the agent's tools (a server down, a timeout)."""
+        await self._delivery.bot_send(self._record, text)

@@ -38,7 +38,7 @@ from bot.playground.progress import Counts, Progress
 from bot.playground.view import World
 from bot.playground.web import PlaygroundWeb
 from bot.wiring import Services, build_services
-from core.config import AgentProfile, Config
+from core.config import AgentProfile, Config, McpServerConfig
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
 from core.providers.demo import DemoProvider
@@ -76,12 +76,24 @@ class PlaygroundError(ThreadboundError):
 
 DEMO_AGENTS = {
     "scout": AgentProfile(
-        display_name="Scout", tools=["sleep", "spawn_subagent"], handoff_to=["writer"]
+        display_name="Scout",
+        tools=["sleep", "spawn_subagent", "mcp:demo"],
+        handoff_to=["writer"],
     ),
     "writer": AgentProfile(display_name="Writer", tools=["sleep"], user_startable=False),
 }
 """Agents for a file with no ``[agents]``: Scout starts, and hands off to Writer, so the
-brief button and the Accept / Reject buttons can be tried."""
+brief button and the Accept / Reject buttons can be tried; Scout has the demo MCP
+server's tools (a tool line; "note" in the task asks for approval)."""
+
+DEMO_MCP_SERVERS = {
+    "demo": McpServerConfig(
+        command=[sys.executable, str(Path(__file__).with_name("demo_tools.py"))],
+        require_approval=["write_note"],
+    )
+}
+"""The demo MCP server (:mod:`bot.playground.demo_tools`), added for the demo agents
+(a file with no ``[agents]``)."""
 
 
 def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Config:
@@ -108,8 +120,17 @@ def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Confi
     )
     store = config.store.model_copy(update={"url": f"sqlite:///{config.playground.store_file}"})
     agents = config.agents or dict(DEMO_AGENTS)
+    servers = config.mcp_servers
+    if not config.agents:  # the demo agents use the demo server
+        servers = {**DEMO_MCP_SERVERS, **servers}
     return config.model_copy(
-        update={"channels": channels, "discord": endpoints, "store": store, "agents": agents}
+        update={
+            "channels": channels,
+            "discord": endpoints,
+            "store": store,
+            "agents": agents,
+            "mcp_servers": servers,
+        }
     )
 
 

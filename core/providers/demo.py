@@ -8,6 +8,9 @@ script from the conversation alone, so it is stateless and deterministic:
 
 - each turn works in ``steps`` steps; every step streams a short line of text in
   small chunks and then calls the ``sleep`` tool for ``sleep_seconds``;
+- when the playground's demo MCP server is offered, the first step calls one of
+  its tools instead: ``…__write_note`` when the task mentions a note (a call
+  that needs approval, so the buttons show), else ``…__roll_dice``;
 - a steering message (the loop renders it as ``<steering …>text</steering>``) is
   acknowledged in the next step's text: "changing course";
 - after ``steps`` tool results the turn ends with a final answer that quotes the
@@ -68,6 +71,13 @@ class DemoPlan:
     sleep: bool
     step: int
     """1-based step of the turn; ``steps + 1`` for the final answer."""
+    tool: str | None = None
+    """Another tool to call instead of ``sleep`` (the demo MCP server's)."""
+    arguments: str = "{}"
+
+
+def _offered(tools: frozenset[str], suffix: str) -> str | None:
+    return next((name for name in sorted(tools) if name.endswith(suffix)), None)
 
 
 def _current_turn(messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
@@ -83,7 +93,13 @@ def _current_turn(messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
     return messages[start:]
 
 
-def plan_reply(messages: Sequence[ChatMessage], *, steps: int, can_sleep: bool) -> DemoPlan:
+def plan_reply(
+    messages: Sequence[ChatMessage],
+    *,
+    steps: int,
+    can_sleep: bool,
+    tools: frozenset[str] = frozenset(),
+) -> DemoPlan:
     """Decide the next answer from the conversation alone (pure, for tests)."""
     turn = _current_turn(messages)
     done = sum(1 for m in turn if m.role == "tool")
@@ -110,6 +126,17 @@ def plan_reply(messages: Sequence[ChatMessage], *, steps: int, can_sleep: bool) 
         text = f"{LABEL} Working on {task}. "
     else:
         text = f"{LABEL} Continuing. "
+    if step == 1 and not fresh_steer:
+        wanted = asks[-1] if asks else ""
+        note = _offered(tools, "__write_note") if "note" in wanted.lower() else None
+        dice = _offered(tools, "__roll_dice")
+        if note is not None:
+            arguments = json.dumps({"text": " ".join(wanted.split())[:200]})
+            note_text = text + f"Step 1/{steps}: writing that down."
+            return DemoPlan(note_text, False, step, note, arguments)
+        if dice is not None:
+            arguments = json.dumps({"sides": 20})
+            return DemoPlan(text + f"Step 1/{steps}: rolling a die.", False, step, dice, arguments)
     text += f"Step {step}/{steps}: thinking for a moment…"
     return DemoPlan(text=text, sleep=True, step=step)
 
@@ -157,15 +184,17 @@ class DemoProvider:
     ) -> AsyncGenerator[ProviderEvent, None]:
         """Stream the planned text in chunks, then the ``sleep`` call if the plan has one."""
         self.calls += 1
-        can_sleep = any(tool.name == "sleep" for tool in tools)
-        plan = plan_reply(messages, steps=self.steps, can_sleep=can_sleep)
+        names = frozenset(tool.name for tool in tools)
+        plan = plan_reply(messages, steps=self.steps, can_sleep="sleep" in names, tools=names)
         for start in range(0, len(plan.text), self.chunk_chars):
             yield TextDelta(text=plan.text[start : start + self.chunk_chars])
             await asyncio.sleep(self.chunk_delay)
         usage = Usage(prompt_tokens=sum(len(m.content or "") for m in messages) // 4)
-        if plan.sleep:
-            arguments = json.dumps({"seconds": self.sleep_seconds})
-            call = ToolCall(id=f"demo_{uuid.uuid4().hex[:16]}", name="sleep", arguments=arguments)
+        if plan.sleep or plan.tool is not None:
+            name, arguments = plan.tool or "sleep", plan.arguments
+            if plan.tool is None:
+                arguments = json.dumps({"seconds": self.sleep_seconds})
+            call = ToolCall(id=f"demo_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments)
             yield ToolCallReady(call=call)
             yield StreamDone(finish_reason="tool_calls", usage=usage)
             return

@@ -56,6 +56,8 @@ async def start_bot(
         subagent_timeout: float = 0,
         min_edit_interval: float = 0,
         discord_settings: dict[str, Any] | None = None,
+        agent_settings: dict[str, Any] | None = None,
+        mcp_servers: dict[str, Any] | None = None,
     ) -> Bot:
         config = parse_config(
             {
@@ -66,7 +68,8 @@ async def start_bot(
                 "discord": {"command_guild_ids": [world.guild.id], **(discord_settings or {})},
                 "agents": agents or {},
                 # 0: no timeout sleeper on the fake clock unless a test asks for one
-                "agent": {"subagent_timeout_seconds": subagent_timeout},
+                "agent": {"subagent_timeout_seconds": subagent_timeout, **(agent_settings or {})},
+                "mcp_servers": mcp_servers or {},
             },
             config_path=tmp_path / "config.toml",
             env={},

@@ -113,3 +113,35 @@ class TestStream:
     def test_bad_settings_are_refused(self, kwargs: dict) -> None:
         with pytest.raises(ValueError, match="must be"):
             DemoProvider(**kwargs)
+
+
+class TestDemoTools:
+    """With the demo MCP server offered, the first step calls one of its tools."""
+
+    DICE = ToolSpec(name="demo__roll_dice", description="roll", parameters={"type": "object"})
+    NOTE = ToolSpec(name="demo__write_note", description="note", parameters={"type": "object"})
+
+    async def test_the_first_step_rolls_a_die(self) -> None:
+        provider = DemoProvider(steps=2, chunk_delay=0)
+        text, calls, _ = await play(provider, [user("map the moon")], (SLEEP, self.DICE, self.NOTE))
+        (call,) = calls
+        assert (call.name, json.loads(call.arguments)) == ("demo__roll_dice", {"sides": 20})
+        assert text.startswith(LABEL)
+
+    async def test_a_task_about_a_note_writes_one_which_needs_approval(self) -> None:
+        provider = DemoProvider(steps=2, chunk_delay=0)
+        tools = (SLEEP, self.DICE, self.NOTE)
+        _, calls, _ = await play(provider, [user("take a note: buy milk")], tools)
+        (call,) = calls
+        assert call.name == "demo__write_note"
+        assert json.loads(call.arguments) == {"text": "take a note: buy milk"}
+
+    async def test_later_steps_sleep_as_before(self) -> None:
+        provider = DemoProvider(steps=2, chunk_delay=0)
+        dice = ToolCall(id="c1", name="demo__roll_dice", arguments="{}")
+        first = [
+            ChatMessage(role="assistant", content="rolling", tool_calls=(dice,)),
+            ChatMessage(role="tool", tool_call_id="c1", name="demo__roll_dice", content="7"),
+        ]
+        _, calls, _ = await play(provider, [user("x"), *first], (SLEEP, self.DICE))
+        assert [c.name for c in calls] == ["sleep"]

@@ -1,0 +1,106 @@
+"""How a tool call reads in a thread: one compact line, and the streamed message it lives in.
+
+A line names the tool, its arguments shortened to a glance, and how the call
+went: ``-# 🔧 clock__get_current_time · timezone: Europe/Paris · ✅ ok``. The
+lines sit in the persona's streamed message between its words, so a turn
+with ten calls is still one message edited a few times, within Discord's
+edit limits (:class:`~adapters.discord.streaming.StreamingMessage` coalesces).
+Arguments come from the model: backticks, newlines and markdown that could
+break out of the line are neutralised; mentions never ping (the client
+allows none).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import discord
+
+__all__ = ["ToolLine", "ToolStatus", "TranscriptDoc", "short_arguments"]
+
+ToolStatus = Literal["running", "waiting", "ok", "error", "denied"]
+
+_STATUS: Final[dict[str, str]] = {
+    "running": "…",
+    "waiting": "⏸️ waiting for approval",
+    "ok": "✅ ok",
+    "error": "⚠️ error",
+    "denied": "⛔ denied",
+}
+ARGUMENTS_LIMIT: Final = 80
+VALUE_LIMIT: Final = 32
+
+
+def _flat(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters, without backticks."""
+    flat = " ".join(text.split()).replace("`", "'")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def short_arguments(arguments: str) -> str:
+    """``{"timezone": "Europe/Paris"}`` -> ``timezone: Europe/Paris``, cut to a glance."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        parsed = arguments
+    if isinstance(parsed, dict):
+        parts = []
+        for key, value in parsed.items():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            parts.append(f"{_flat(str(key), VALUE_LIMIT)}: {_flat(shown, VALUE_LIMIT)}")
+        text = ", ".join(parts)
+    else:
+        text = parsed if isinstance(parsed, str) else json.dumps(parsed)
+    return discord.utils.escape_markdown(_flat(text, ARGUMENTS_LIMIT))
+
+
+@dataclass(slots=True)
+class ToolLine:
+    call_id: str
+    name: str
+    arguments: str
+    status: ToolStatus = "running"
+
+    def render(self) -> str:
+        args = short_arguments(self.arguments)
+        name = self.name.replace("`", "'")
+        shown = f"-# 🔧 `{name}`" + (f" · {args}" if args else "")
+        return f"{shown} · {_STATUS[self.status]}"
+
+
+class TranscriptDoc:
+    """The text of one streamed persona message: the model's words and tool lines, in order."""
+
+    def __init__(self) -> None:
+        self._parts: list[str | ToolLine] = []
+        self._lines: dict[str, ToolLine] = {}
+
+    def add_text(self, text: str) -> None:
+        if self._parts and isinstance(self._parts[-1], str):
+            self._parts[-1] += text
+        else:
+            self._parts.append(text)
+
+    def add_line(self, line: ToolLine) -> None:
+        self._parts.append(line)
+        self._lines[line.call_id] = line
+
+    def line(self, call_id: str) -> ToolLine | None:
+        return self._lines.get(call_id)
+
+    def render(self) -> str:
+        """Words exactly as streamed; each tool line on a line of its own."""
+        out = ""
+        after_line = False
+        for part in self._parts:
+            if isinstance(part, ToolLine):
+                if out and not out.endswith("\n"):
+                    out += "\n"
+                out += part.render()
+                after_line = True
+            else:
+                out += ("\n" + part.lstrip("\n")) if after_line else part
+                after_line = False
+        return out

@@ -1,0 +1,115 @@
+"""Allow / Deny on a tool call: who may press, and what a press does.
+
+The buttons (:func:`adapters.discord.approvals.approval_view`) carry the id
+of the request's event in the session log; :class:`ApprovalButton` is the
+dynamic item that understands a press from that id alone, so a press works
+after a restart: the session is found by the event id, its agent is started
+if it is not in memory (taking up the waiting turn), and the decision is
+recorded once. Only the session's owner or a server administrator may
+decide (:func:`bot.commands.permissions.may_change`); anyone else gets an
+ephemeral refusal and nothing changes. A press on a request that is already
+decided says by whom, privately.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import discord
+
+from adapters.discord.approvals import APPROVAL_TEMPLATE, approval_view
+from bot.commands.permissions import NOT_OWNER, may_change
+from bot.handoffs.ui import account_of, say
+from core.logging import get_logger
+from core.sessions.payloads import ApprovalDecision
+
+__all__ = ["ApprovalButton", "approval_pressed", "setup_approvals"]
+
+_log = get_logger("bot.approvals")
+
+Action = Literal["allow", "session", "deny"]
+_DECISIONS: Final[dict[str, ApprovalDecision]] = {
+    "allow": "allow",
+    "session": "allow_session",
+    "deny": "deny",
+}
+GONE: Final = "This approval request is no longer known: its session may have been removed."
+_DECIDED: Final = {
+    "allow": "allowed by {who}",
+    "allow_session": "allowed by {who} for the rest of the session",
+    "deny": "denied by {who}",
+    "timeout": "denied: nobody answered in time",
+    "withdrawn": "withdrawn: the turn moved on",
+}
+
+
+class ApprovalButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=APPROVAL_TEMPLATE):
+    """Allow, Allow for this session, or Deny one waiting tool call."""
+
+    def __init__(self, action: Action, request_id: str) -> None:
+        item = next(
+            child
+            for child in approval_view(request_id).children
+            if isinstance(child, discord.ui.Button)
+            and child.custom_id == f"tb:approval:{action}:{request_id}"
+        )
+        super().__init__(item)
+        self.action: Action = action
+        self.request_id = request_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: Any,
+        /,
+    ) -> ApprovalButton:
+        return cls(match["action"], match["request_id"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        await approval_pressed(interaction, self.action, self.request_id)
+
+
+def setup_approvals(client: discord.Client) -> None:
+    client.add_dynamic_items(ApprovalButton)
+
+
+async def approval_pressed(
+    interaction: discord.Interaction, action: Action, request_id: str
+) -> None:
+    services = account_of(interaction).services
+    session_key = await services.sessions.session_of(request_id)
+    if session_key is None:
+        await say(interaction, GONE)
+        return
+    if not await may_change(interaction, services, session_key):
+        await say(interaction, NOT_OWNER)
+        return
+    agent = await services.runtime.get(session_key)  # a restart's agent takes up the turn
+    event = agent.tree.get(request_id)
+    call_id = str(event.payload["tool_call_id"])
+    user = interaction.user
+    outcome = await agent.decide(
+        call_id,
+        _DECISIONS[action],
+        by_user_id=str(user.id),
+        by_name=getattr(user, "display_name", None) or user.name,
+    )
+    if outcome.recorded:
+        _log.info(
+            "approval.decided",
+            session_key=session_key,
+            tool=event.payload["name"],
+            decision=_DECISIONS[action],
+            user=str(user.id),
+        )
+        # The thread's presenter edits the request (and takes the buttons away).
+        await interaction.response.defer()
+        return
+    record = outcome.record
+    if record is None:  # not pending, never decided: the turn ended another way
+        await say(interaction, "This request is no longer waiting for a decision.")
+        return
+    decided = _DECIDED.get(record.decision, record.decision).format(who=record.by_name or "someone")
+    await say(interaction, f"Already decided: {decided}.")

@@ -1,0 +1,60 @@
+"""The compact tool-call line and the streamed message it sits in."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.discord.approvals import request_text, resolved_text
+from adapters.discord.tool_lines import ToolLine, TranscriptDoc, short_arguments
+
+
+@pytest.mark.parametrize(
+    ("arguments", "shown"),
+    [
+        ('{"timezone": "Europe/Paris"}', "timezone: Europe/Paris"),
+        ("{}", ""),
+        ('{"n": [1, 2], "deep": {"a": 1}}', 'n: [1, 2], deep: {"a": 1}'),
+        ("not json", "not json"),
+        ('{"q": "line one\\nline two"}', "q: line one line two"),
+    ],
+)
+def test_arguments_read_at_a_glance(arguments: str, shown: str) -> None:
+    assert short_arguments(arguments) == shown
+
+
+def test_long_arguments_are_cut_and_markdown_stays_inert() -> None:
+    shown = short_arguments('{"text": "' + "word " * 40 + '", "code": "`rm -rf` **x** _y_"}')
+    assert len(shown) < 120
+    assert "`" not in shown
+    shown = short_arguments('{"code": "`rm -rf` **x** _y_ ||z||"}')
+    assert shown == "code: 'rm -rf' \\*\\*x\\*\\* \\_y\\_ \\|\\|z\\|\\|"
+
+
+def test_a_line_says_name_arguments_and_status() -> None:
+    line = ToolLine("c1", "clock__get_current_time", '{"timezone": "UTC"}')
+    assert line.render() == "-# 🔧 `clock__get_current_time` · timezone: UTC · …"
+    line.status = "ok"
+    assert line.render().endswith("· ✅ ok")
+    line.status = "denied"
+    assert line.render().endswith("· ⛔ denied")
+
+
+def test_lines_sit_between_the_words_each_on_its_own_line() -> None:
+    doc = TranscriptDoc()
+    doc.add_text("Let me check.")
+    doc.add_line(ToolLine("c1", "a__b", "{}"))
+    doc.add_line(ToolLine("c2", "a__c", "{}"))
+    doc.add_text("It is noon.")
+    assert doc.render() == ("Let me check.\n-# 🔧 `a__b` · …\n-# 🔧 `a__c` · …\nIt is noon.")
+    line = doc.line("c2")
+    assert line is not None
+    line.status = "error"
+    assert "-# 🔧 `a__c` · ⚠️ error" in doc.render()
+
+
+def test_approval_texts() -> None:
+    asked = request_text("Scout", "clock__convert_time", '{"time": "12:00"}', 600)
+    assert asked.startswith("🔐 **Scout** wants to run `clock__convert_time` (time: 12:00).")
+    assert "10 min" in asked
+    assert resolved_text("t", "{}", "deny", "alice") == "🔐 `t`: ⛔ denied by alice"
+    assert "nobody answered" in resolved_text("t", "{}", "timeout", None)
