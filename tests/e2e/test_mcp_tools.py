@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core.errors import ConfigError
 from core.providers.scripted import Step
 from core.providers.types import ChatMessage, ToolCall
 from fakediscord.models import Message
@@ -364,3 +367,18 @@ class TestApprovals:
         assert "turn_interrupted" not in types
         requests = [m for m in second.fake.messages_in(thread) if buttons(m) or "🔐" in m.content]
         assert len(requests) == 1  # the restarted bot found its request, did not ask again
+
+
+class TestStartUp:
+    async def test_an_unknown_tool_name_stops_start_up_with_one_line(
+        self, start_bot: StartBot
+    ) -> None:
+        with pytest.raises(ConfigError) as caught:
+            await start_bot(
+                mcp_servers={"clock": {**CLOCK, "require_approval": ["convert_tme"]}},
+                agent_settings={"tools": ["mcp:clock"]},
+            )
+        message = str(caught.value)
+        assert "\n" not in message
+        assert "mcp_servers.clock" in message
+        assert "unknown tool 'convert_tme'" in message
