@@ -226,3 +226,35 @@ async def test_brief_and_handoff_buttons_in_the_browser(
     await expect(writer.filter(has_text="Final answer")).to_be_visible()
     await expect(page.locator("#error")).to_be_hidden()
     await shots.take("writer-took-over")
+
+
+async def test_tool_lines_and_approval_buttons_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Scout's demo tools: a die roll shows as a tool line; a note waits for Allow."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    shots = Shots(page, request.node.name)
+    await open_page(page, playground.url)
+    composer = page.get_by_test_id("composer")
+    await composer.fill('/agents spawn task:"take a note: buy milk" mode:session')
+    await composer.press("Enter")
+    await page.locator('[data-testid="thread"]').click()
+
+    allow = page.locator('[data-custom-id^="tb:approval:allow:"]')
+    await expect(allow).to_have_text("Allow")
+    await expect(page.locator('[data-custom-id^="tb:approval:deny:"]')).to_be_visible()
+    await expect(page.get_by_text("wants to run")).to_be_visible()
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    await expect(scout.filter(has_text="waiting for approval")).to_be_visible()
+    await shots.take("approval-asked")
+
+    await allow.click()
+    await expect(page.get_by_text("allowed by alice")).to_be_visible()
+    await expect(allow).to_have_count(0)
+    await expect(scout.filter(has_text="✅ ok")).to_be_visible()
+    await expect(scout.filter(has_text="Final answer")).to_be_visible()
+    await expect(page.locator("#error")).to_be_hidden()
+    await shots.take("approved-and-answered")
