@@ -334,6 +334,22 @@ class TestApprovals:
         assert buttons(shown) == []
         assert "withdrawn" in tool_result(bot, "t2")
 
+    async def test_cancel_withdraws_the_request_and_takes_the_buttons_away(
+        self, start_bot: StartBot
+    ) -> None:
+        bot, key, thread = await waiting_for_approval(start_bot)
+        message = await approval_message(bot, thread)
+
+        await run(bot, bot.world.alice, "cancel", thread)
+        shown = await edited_to(bot, thread, message.id, "withdrawn")
+        await settle(bot, key)
+
+        assert buttons(shown) == []
+        agent = await bot.services.runtime.get(key)
+        decided = [e.payload for e in agent.tree.events if e.type == "approval.decided"]
+        assert [(d["decision"], d["reason"]) for d in decided] == [("withdrawn", "cancel")]
+        assert len(bot.provider.calls) == 1
+
     async def test_the_buttons_work_after_a_restart_and_run_the_call_once(
         self, start_bot: StartBot
     ) -> None:
