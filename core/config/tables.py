@@ -390,6 +390,26 @@ def mcp_reference(name: str) -> tuple[str, str | None] | None:
     return server, tool or None
 
 
+def check_http_url(value: str, *, example: str, where_secrets_go: str) -> None:
+    """An http(s) URL with a host and nothing that could carry a secret (credentials,
+    query, fragment); the error never shows the URL."""
+    try:
+        parts = urlsplit(value)
+        has_credentials = bool(parts.username or parts.password)
+    except ValueError:
+        raise invalid_value("an http:// or https:// URL", "the URL cannot be parsed") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid_value(
+            f"an http:// or https:// URL such as {example}",
+            f"got scheme {parts.scheme!r}" if parts.scheme else "no scheme",
+        )
+    if has_credentials or parts.query or parts.fragment:
+        raise invalid_value(
+            f"a URL without credentials, query or fragment; {where_secrets_go}",
+            "the URL has extra parts (not shown)",
+        )
+
+
 def agent_display_name(
     profiles: Mapping[str, AgentProfile],
     agent: str | None,
@@ -442,22 +462,11 @@ class ProviderConfig(TomlTable):
     @classmethod
     def _http_url(cls, value: str) -> str:
         """An http(s) API root without credentials; a trailing slash is dropped."""
-        try:
-            parts = urlsplit(value)
-            has_credentials = bool(parts.username or parts.password)
-        except ValueError:
-            raise invalid_value("an http:// or https:// URL", "the URL cannot be parsed") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise invalid_value(
-                "an http:// or https:// URL such as https://api.openai.com/v1",
-                f"got scheme {parts.scheme!r}" if parts.scheme else "no scheme",
-            )
-        if has_credentials or parts.query or parts.fragment:
-            raise invalid_value(
-                "a URL without credentials, query or fragment; put the key in the "
-                "environment variable named by api_key_env",
-                "the URL has extra parts (not shown)",
-            )
+        check_http_url(
+            value,
+            example="https://api.openai.com/v1",
+            where_secrets_go="put the key in the environment variable named by api_key_env",
+        )
         return value.rstrip("/")
 
     @field_validator("api_key_env")
@@ -526,22 +535,11 @@ class McpServerConfig(TomlTable):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        try:
-            parts = urlsplit(value)
-            has_credentials = bool(parts.username or parts.password)
-        except ValueError:
-            raise invalid_value("an http:// or https:// URL", "the URL cannot be parsed") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise invalid_value(
-                "an http:// or https:// URL such as http://127.0.0.1:9000/mcp",
-                f"got scheme {parts.scheme!r}" if parts.scheme else "no scheme",
-            )
-        if has_credentials or parts.query:
-            raise invalid_value(
-                "a URL without credentials or query: no secret in the config file",
-                "the URL has credentials or a query (not shown)",
+        if value is not None:
+            check_http_url(
+                value,
+                example="http://127.0.0.1:9000/mcp",
+                where_secrets_go="no secret belongs in the config file",
             )
         return value
 

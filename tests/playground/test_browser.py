@@ -195,6 +195,20 @@ async def test_admin_and_buttons(
     await shots.take("button-clicked")
 
 
+async def scout_thread(
+    start_playground: StartPlayground, page: Any, request: pytest.FixtureRequest, task: str
+) -> Shots:
+    """A quick playground; Scout spawned on ``task`` in a session thread, opened on the page."""
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    shots = Shots(page, request.node.name)
+    await open_page(page, playground.url)
+    composer = page.get_by_test_id("composer")
+    await composer.fill(f'/agents spawn task:"{task}" mode:session')
+    await composer.press("Enter")
+    await page.locator('[data-testid="thread"]').click()
+    return shots
+
+
 async def test_brief_and_handoff_buttons_in_the_browser(
     start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
 ) -> None:
@@ -202,13 +216,7 @@ async def test_brief_and_handoff_buttons_in_the_browser(
     from playwright.async_api import expect
 
     page = browser_page
-    playground = await start_playground(sleep_seconds=0.2, steps=1)
-    shots = Shots(page, request.node.name)
-    await open_page(page, playground.url)
-    composer = page.get_by_test_id("composer")
-    await composer.fill('/agents spawn task:"plan a trip" mode:session')
-    await composer.press("Enter")
-    await page.locator('[data-testid="thread"]').click()
+    shots = await scout_thread(start_playground, page, request, "plan a trip")
     scout = page.locator('article[data-testid="message"][data-author="Scout"]')
     await expect(scout.filter(has_text="Final answer for “plan a trip”")).to_be_visible()
 
@@ -235,13 +243,7 @@ async def test_tool_lines_and_approval_buttons_in_the_browser(
     from playwright.async_api import expect
 
     page = browser_page
-    playground = await start_playground(sleep_seconds=0.2, steps=1)
-    shots = Shots(page, request.node.name)
-    await open_page(page, playground.url)
-    composer = page.get_by_test_id("composer")
-    await composer.fill('/agents spawn task:"take a note: buy milk" mode:session')
-    await composer.press("Enter")
-    await page.locator('[data-testid="thread"]').click()
+    shots = await scout_thread(start_playground, page, request, "take a note: buy milk")
 
     allow = page.locator('[data-custom-id^="tb:approval:allow:"]')
     await expect(allow).to_have_text("Allow")
