@@ -142,6 +142,13 @@ class AccountRuntime:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def presenter_for(self, session_key: str) -> ThreadPresenter | None:
+        """A presenter showing ``session_key`` here, if any."""
+        return next(
+            (p for agent, _, p in self._presenters.values() if agent.session_key == session_key),
+            None,
+        )
+
     def presenter(self, binding_id: str) -> ThreadPresenter | None:
         entry = self._presenters.get(binding_id)
         return entry[2] if entry else None

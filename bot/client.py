@@ -13,6 +13,7 @@ from bot.commands.agents import agents_group
 from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
+from bot.commands.session_model import session_model_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
 from bot.handoffs import offer_missed_briefs, setup_handoffs
@@ -67,6 +68,7 @@ class ThreadboundClient(discord.Client):
             *tree_commands(self.account),
             *focus_commands(self.account),
             *artifacts_commands(self.account),
+            *session_model_commands(self.account),
         ]
         for command in commands:
             self.tree.add_command(command)

@@ -64,6 +64,7 @@ class Services:
     artifacts: ArtifactService
     handoffs: HandoffService
     mcp: McpServers
+    agent_factory: ProfileAgentFactory
     providers: dict[str, Provider] = field(default_factory=dict)
 
     _picked_up: asyncio.Future[None] | None = None
@@ -262,6 +263,7 @@ async def build_services(
         artifacts=artifacts,
         handoffs=HandoffService(database, sessions, clock=clock),
         mcp=mcp,
+        agent_factory=factory,
         providers=providers,
     )
 

@@ -62,8 +62,11 @@ _STATUS_EVENTS = (
 NOTICE_LIMIT = 300
 
 
-def status_text(snapshot: SessionSnapshot, *, failed: bool = False) -> str:
-    """The thread's status line: running, idle or failed, and what is queued."""
+def status_text(
+    snapshot: SessionSnapshot, *, failed: bool = False, model: str | None = None
+) -> str:
+    """The thread's status line: running, idle or failed, what is queued, and the model
+    when the session was switched to one with ``/model``."""
     if snapshot.running:
         state = "⏳ running"
     else:
@@ -74,6 +77,8 @@ def status_text(snapshot: SessionSnapshot, *, failed: bool = False) -> str:
     if snapshot.follow_up_queue:
         count = len(snapshot.follow_up_queue)
         parts.append(f"{count} follow-up{'s' if count != 1 else ''} queued")
+    if model:
+        parts.append(f"model {model}")
     return "Status: " + " · ".join(parts)
 
 
@@ -188,6 +193,10 @@ class ThreadPresenter:
     async def _status_now(self) -> None:
         self._show_status()
 
+    def refresh_status(self) -> None:
+        """Show the status line again now (the model changed, say)."""
+        self._show_status()
+
     def _show_status(self) -> None:
         """Refresh the status line (one bot message per thread, edited sparingly)."""
         if self._agent is None:
@@ -198,7 +207,9 @@ class ThreadPresenter:
                 clock=self._clock,
                 min_interval=self._interval,
             )
-        self._status.replace(status_text(self._agent.snapshot(), failed=self._failed))
+        chosen = self._agent.tree.model_choice
+        model = chosen[1] if chosen is not None else None
+        self._status.replace(status_text(self._agent.snapshot(), failed=self._failed, model=model))
 
     def _document(self) -> TranscriptDoc:
         """The open persona message's text, opening one if none is."""

@@ -36,6 +36,7 @@ from core.agent.loop import (
 from core.agent.messages import MessageDeriver, unanswered_results
 from core.agent.policy import ContinuationHook, StopPolicy, default_should_continue
 from core.agent.tools import ToolRegistry
+from core.agent.usage import ModelInfo
 from core.clock import Clock, SystemClock
 from core.config import AgentConfig
 from core.errors import ThreadboundError
@@ -48,6 +49,7 @@ from core.sessions.payloads import (
     ApprovalDecision,
     ApprovalRequestedPayload,
     MessageQueuedPayload,
+    ModelChangedPayload,
     QueueClearedPayload,
     TurnCancelledPayload,
 )
@@ -82,6 +84,7 @@ class AgentSettings:
     stop_policy: StopPolicy = field(default_factory=StopPolicy)
     should_continue: ContinuationHook = default_should_continue
     approval_timeout_s: float = 600.0
+    model_info: ModelInfo = field(default_factory=ModelInfo)
 
     @classmethod
     def from_config(cls, config: AgentConfig, **profile: Any) -> AgentSettings:
@@ -149,6 +152,7 @@ class Agent:
         self.stop_policy = settings.stop_policy
         self.should_continue = settings.should_continue
         self.steer_skips_pending_tools = settings.steer_skips_pending_tools
+        self.model_info = settings.model_info
         self._on_crash = on_crash
         self._entry = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -296,6 +300,26 @@ class Agent:
             )
         self.emit(TurnCancelled(self.session_key, turn_id, tuple(m.text for m in dropped)))
         return dropped
+
+    async def switch_model(
+        self,
+        name: str,
+        provider: Provider,
+        model: str,
+        info: ModelInfo,
+        *,
+        by_user_id: str | None = None,
+    ) -> None:
+        """From the next model call on, use ``model`` on the provider configured as ``name``
+        (recorded in the log, so a restart keeps it). A running turn's current call ends
+        on the old one."""
+        async with self._entry:
+            await self.append(
+                ModelChangedPayload(provider=name, model=model, by_user_id=by_user_id)
+            )
+            self.provider = provider
+            self.model = model
+            self.model_info = info
 
     async def suspend(self) -> bool:
         """At shutdown: stop a turn that waits for an approval without recording anything,

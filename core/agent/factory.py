@@ -15,6 +15,7 @@ the runtime that owns this factory; they are attached afterwards with
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from core.agent.agent import Agent, AgentSettings
 from core.agent.assignment import active_agent
@@ -26,6 +27,7 @@ from core.agent.builtin_tools import (
 )
 from core.agent.mcp_tools import mcp_sources
 from core.agent.tools import Tool, ToolRegistry
+from core.agent.usage import ModelInfo
 from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config
 from core.mcp import McpServers
@@ -80,7 +82,9 @@ class ProfileAgentFactory:
         agent_id = active_agent(tree)
         profile = self._config.agents.get(agent_id) if agent_id else None
         if profile is None:
-            settings = AgentSettings.from_config(self._config.agent, agent_name=agent_id)
+            settings = AgentSettings.from_config(
+                self._config.agent, agent_name=agent_id, model_info=self._info_for(None)
+            )
             provider = self._override or self._default
             tools = self._registry(None, self._default_tools)
         else:
@@ -89,16 +93,42 @@ class ProfileAgentFactory:
                 system_prompt=profile.system_prompt or None,
                 model=profile.model or None,
                 agent_name=agent_id,
+                model_info=self._info_for(profile),
             )
             provider = self._provider_for(profile)
             tools = self._registry(agent_id, lambda: self._tools_for(profile))
+        chosen = tree.model_choice
+        if chosen is not None and chosen[0] in self._config.providers:  # /model, kept in the log
+            provider, info = self.model_choice(*chosen)
+            settings = replace(settings, model=chosen[1], model_info=info)
         return Agent(tree, log, provider, tools, settings, on_crash=on_crash, clock=self._clock)
+
+    def models(self) -> list[tuple[str, str]]:
+        """``(provider, model)`` of every configured provider: what ``/model`` offers."""
+        return [(name, cfg.model) for name, cfg in self._config.providers.items()]
+
+    def model_choice(self, provider: str, model: str) -> tuple[Provider, ModelInfo]:
+        """The provider object and model facts for a ``/model`` choice.
+
+        Raises:
+            KeyError: ``provider`` is not a configured provider.
+        """
+        config = self._config.providers[provider]
+        return self._override or self._providers[provider], ModelInfo.of(config)
 
     def _registry(self, key: str | None, build: Callable[[], ToolRegistry]) -> ToolRegistry:
         registry = self._registries.get(key)
         if registry is None:
             registry = self._registries[key] = build()
         return registry
+
+    def _info_for(self, profile: AgentProfile | None) -> ModelInfo:
+        """The window and prices of the provider the profile (or the default) uses."""
+        name = profile.provider if profile is not None and profile.provider else None
+        if name is None:
+            name = next(iter(self._config.providers), None)
+        config = self._config.providers.get(name) if name is not None else None
+        return ModelInfo.of(config) if config is not None else ModelInfo()
 
     def _provider_for(self, profile: AgentProfile) -> Provider:
         if self._override is not None:

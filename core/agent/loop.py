@@ -46,8 +46,16 @@ from core.agent.events import (
 from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
 from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
+from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, priced
 from core.errors import ProviderError
-from core.providers.types import ChatMessage, Provider, StreamDone, ToolCall, ToolCallReady
+from core.providers.types import (
+    ChatMessage,
+    Provider,
+    StreamDone,
+    ToolCall,
+    ToolCallReady,
+    Usage,
+)
 from core.providers.types import TextDelta as ProviderText
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.log import AppendItem, as_item
@@ -104,6 +112,7 @@ class LoopHost(Protocol):
     stop_policy: StopPolicy
     should_continue: ContinuationHook
     steer_skips_pending_tools: bool
+    model_info: ModelInfo
 
     def derive_messages(self) -> list[ChatMessage]: ...
 
@@ -255,7 +264,8 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     parts: list[str] = []
     calls: list[ToolCall] = []
     done = StreamDone()
-    stream = host.provider.stream(messages, tools=host.tools.specs(), model=host.model)
+    specs = host.tools.specs()
+    stream = host.provider.stream(messages, tools=specs, model=host.model)
     async with aclosing(stream) as events:  # cancellation closes the HTTP stream
         async for event in events:
             if isinstance(event, ProviderText):
@@ -267,6 +277,13 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
                 done = event
     calls = _unique_ids(calls, turn_id, step)
     text = "".join(parts)
+    usage, estimated = done.usage, False
+    if usage is None:  # the server said nothing: count as documented in core.agent.usage
+        answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
+        usage, estimated = (
+            Usage(prompt_tokens=estimate_prompt(messages, specs), completion_tokens=answer),
+            True,
+        )
     items: list[AppendItem] = [
         as_item(
             AssistantMessagePayload(
@@ -277,17 +294,19 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
             )
         )
     ]
-    if done.usage is not None:
-        items.append(
-            as_item(
-                UsagePayload(
-                    turn_id=turn_id,
-                    prompt_tokens=done.usage.prompt_tokens,
-                    completion_tokens=done.usage.completion_tokens,
-                    cost_usd=done.usage.cost_usd,
-                )
+    items.append(
+        as_item(
+            UsagePayload(
+                turn_id=turn_id,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_usd=priced(usage, host.model_info),
+                cached_tokens=usage.cached_tokens,
+                estimated=estimated,
+                model=host.model,
             )
         )
+    )
     await host.append_many(items)
     return text, calls
 

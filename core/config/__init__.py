@@ -38,6 +38,7 @@ from core.config.loading import (
 )
 from core.config.tables import (
     DEFAULT_ACCOUNT_ID,
+    DEFAULT_CONTEXT_WINDOW,
     DEFAULT_DISPLAY_NAME,
     KNOWN_TOOLS,
     STORE_SCHEMES,
@@ -68,6 +69,7 @@ __all__ = [
     "DEFAULTS_SOURCE",
     "DEFAULT_ACCOUNT_ID",
     "DEFAULT_CONFIG_FILE",
+    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DISPLAY_NAME",
     "FLAG_NAMES",
     "FLAG_SPAWN_SUBAGENT_SESSIONS",

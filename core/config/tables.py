@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 __all__ = [
     "DEFAULT_ACCOUNT_ID",
+    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DISPLAY_NAME",
     "DEFAULT_ENABLED",
     "DEFAULT_IDLE_HOURS",
@@ -81,6 +82,8 @@ KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact")
 MCP_PREFIX: Final = "mcp:"
 DEFAULT_TOOL_RESULT_MAX_CHARS: Final = 20_000
 DEFAULT_APPROVAL_TIMEOUT_SECONDS: Final = 600.0
+DEFAULT_CONTEXT_WINDOW: Final = 32_768
+"""A window most current models exceed: too small only compacts early, too large fails."""
 
 Hours = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -457,6 +460,14 @@ class ProviderConfig(TomlTable):
     api_key_env: str | None = None
     timeout_s: Seconds = 120.0
     max_retries: int = Field(default=4, ge=0, le=10)
+    context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, ge=1024)
+    """Tokens the model reads at most (prompt and answer); compaction keeps sessions inside."""
+    input_usd_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Price of a million prompt tokens, for the cost shown by /usage (0: unknown)."""
+    output_usd_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Price of a million answer tokens."""
+    vision: bool = False
+    """The model reads images: attached pictures go to it as image parts."""
 
     @field_validator("base_url")
     @classmethod

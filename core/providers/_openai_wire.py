@@ -316,9 +316,12 @@ def _usage(raw: dict[str, Any]) -> Usage:
         value = raw.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
         prompt_tokens=count("prompt_tokens"),
         completion_tokens=count("completion_tokens"),
+        cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else 0,
         cost_usd=_cost(raw.get("cost")),
     )
 

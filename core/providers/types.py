@@ -83,10 +83,15 @@ class ToolSpec(_Value):
 
 
 class Usage(_Value):
-    """Tokens (and, when the provider reports it, cost) of one model call."""
+    """Tokens (and, when the provider reports it, cost) of one model call.
+
+    ``cached_tokens`` is the part of the prompt the provider served from its cache
+    (OpenAI's ``prompt_tokens_details.cached_tokens``), already counted in ``prompt_tokens``.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     cost_usd: float | None = None
 
 

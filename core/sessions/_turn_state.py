@@ -25,8 +25,9 @@ __all__ = ["TurnState"]
 class TurnState:
     """Queues, running turn, last steer interruption and usage totals, from replayed events."""
 
-    __slots__ = ("allowed_tools", "approvals", "completion_tokens", "cost", "decisions",
-                 "follow_up", "interruption", "prompt_tokens", "running", "steering")  # fmt: skip
+    __slots__ = ("allowed_tools", "approvals", "cached_tokens", "completion_tokens", "cost",
+                 "decisions", "estimated", "follow_up", "interruption", "last_prompt_tokens",
+                 "model", "prompt_tokens", "running", "steering")  # fmt: skip
 
     def __init__(self) -> None:
         self.steering: dict[str, QueuedMessage] = {}
@@ -36,6 +37,11 @@ class TurnState:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost = 0.0
+        self.cached_tokens = 0
+        self.last_prompt_tokens = 0
+        self.estimated = False
+        self.model: tuple[str, str] | None = None
+        """(provider, model) the session was switched to with /model, if it was."""
         self.approvals: dict[str, PendingApproval] = {}
         """Pending approval requests by tool call id."""
         self.decisions: dict[str, ApprovalRecord] = {}
@@ -55,6 +61,9 @@ class TurnState:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             cost_usd=self.cost,
+            cached_tokens=self.cached_tokens,
+            last_prompt_tokens=self.last_prompt_tokens,
+            estimated=self.estimated,
         )
 
     def _drop(self, item_ids: Any) -> None:
@@ -78,6 +87,9 @@ class TurnState:
             self.running = None
             self.approvals.clear()  # a request outlives its turn only as history
         self._drop(event.payload.get("dropped_item_ids", ()))
+
+    def _on_model_changed(self, event: SessionEvent) -> None:
+        self.model = (event.payload["provider"], event.payload["model"])
 
     def _on_approval_requested(self, event: SessionEvent) -> None:
         payload = event.payload
@@ -140,6 +152,9 @@ class TurnState:
         self.prompt_tokens += payload["prompt_tokens"]
         self.completion_tokens += payload["completion_tokens"]
         self.cost += payload.get("cost_usd") or 0.0
+        self.cached_tokens += payload.get("cached_tokens") or 0
+        self.last_prompt_tokens = payload["prompt_tokens"]
+        self.estimated = self.estimated or bool(payload.get("estimated"))
 
 
 _HANDLERS: Final[dict[str, Callable[[TurnState, SessionEvent], Any]]] = {
@@ -155,4 +170,5 @@ _HANDLERS: Final[dict[str, Callable[[TurnState, SessionEvent], Any]]] = {
     "usage": TurnState._on_usage,
     "approval.requested": TurnState._on_approval_requested,
     "approval.decided": TurnState._on_approval_decided,
+    "model.changed": TurnState._on_model_changed,
 }

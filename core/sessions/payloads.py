@@ -33,6 +33,7 @@ __all__ = [
     "BudgetStopPayload",
     "HeadMovedPayload",
     "MessageQueuedPayload",
+    "ModelChangedPayload",
     "QueueClearedPayload",
     "QueueMovedPayload",
     "SteerInterruptionPayload",
@@ -151,10 +152,16 @@ class QueueClearedPayload(_Payload):
 
 
 class UsagePayload(_Payload):
+    """One model call's tokens; ``estimated`` when the server reported none and the bot
+    counted (see :mod:`core.agent.usage`); ``cost_usd`` reported, or from the prices."""
+
     turn_id: str
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None = None
+    cached_tokens: int = 0
+    estimated: bool = False
+    model: str | None = None
 
 
 class BudgetStopPayload(_Payload):
@@ -208,6 +215,14 @@ class ApprovalDecidedPayload(_Payload):
     by_user_id: str | None = None
     by_name: str | None = None
     reason: str | None = None
+
+
+class ModelChangedPayload(_Payload):
+    """``/model``: the session's next turns use ``model`` on provider ``provider``."""
+
+    provider: str
+    model: str
+    by_user_id: str | None = None
 
 
 _REGISTRY: dict[str, tuple[EventKind, type[BaseModel]]] = {}
@@ -329,6 +344,7 @@ _BUILT_INS: tuple[tuple[str, EventKind, type[BaseModel]], ...] = (
     ("unbookmark", "system", UnbookmarkPayload),
     ("approval.requested", "system", ApprovalRequestedPayload),
     ("approval.decided", "system", ApprovalDecidedPayload),
+    ("model.changed", "system", ModelChangedPayload),
 )
 for _name, _kind, _model in _BUILT_INS:
     register_event_type(_name, _kind, _model)

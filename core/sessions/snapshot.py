@@ -92,6 +92,11 @@ class UsageTotals(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    cached_tokens: int = 0
+    last_prompt_tokens: int = 0
+    """The prompt of the latest model call: how full the context window is now."""
+    estimated: bool = False
+    """Some of the counts were estimated by the bot (the server reported none)."""
 
 
 class TreeNode(BaseModel):

@@ -167,6 +167,11 @@ class SessionTree:
         return self._turns.usage
 
     @property
+    def model_choice(self) -> tuple[str, str] | None:
+        """``(provider, model)`` chosen with ``/model`` (the latest), None if never."""
+        return self._turns.model
+
+    @property
     def pending_approvals(self) -> tuple[PendingApproval, ...]:
         """Tool calls of the running turn waiting for a person's decision, oldest first."""
         return tuple(self._turns.approvals.values())

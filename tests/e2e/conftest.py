@@ -58,6 +58,7 @@ async def start_bot(
         discord_settings: dict[str, Any] | None = None,
         agent_settings: dict[str, Any] | None = None,
         mcp_servers: dict[str, Any] | None = None,
+        providers: dict[str, Any] | None = None,
     ) -> Bot:
         config = parse_config(
             {
@@ -70,6 +71,7 @@ async def start_bot(
                 # 0: no timeout sleeper on the fake clock unless a test asks for one
                 "agent": {"subagent_timeout_seconds": subagent_timeout, **(agent_settings or {})},
                 "mcp_servers": mcp_servers or {},
+                "providers": providers or {},
             },
             config_path=tmp_path / "config.toml",
             env={},

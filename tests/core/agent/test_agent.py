@@ -52,9 +52,18 @@ class TestIdle:
         submission = await h.agent.send("hi")
         await h.idle()
         assert (submission.delivered, submission.queued) == ("normal", False)
-        assert h.types() == ["turn_started", "user_message", "assistant_message", "turn_ended"]
+        assert h.types() == [
+            "turn_started",
+            "user_message",
+            "assistant_message",
+            "usage",
+            "turn_ended",
+        ]
         assert h.of_type("turn_ended")[0].payload["reason"] == "completed"
         assert h.of_type("assistant_message")[0].payload["text"] == "hello there"
+        (usage,) = h.of_type("usage")  # the scripted model reports none: the bot estimates
+        assert usage.payload["estimated"] is True
+        assert usage.payload["completion_tokens"] == 3  # "hello there": 11 chars / 4
 
     @pytest.mark.parametrize("entry", ["steer", "follow_up"])
     async def test_steer_and_follow_up_fall_back_to_send(self, db: Database, entry: str) -> None:

@@ -38,6 +38,24 @@ class TestStreaming:
             finish_reason="stop", usage=Usage(prompt_tokens=7, completion_tokens=3)
         )
 
+    async def test_cached_prompt_tokens_are_read_from_the_details(
+        self, llm: FakeLLM, make_provider: MakeProvider
+    ) -> None:
+        """OpenAI's prompt_tokens_details.cached_tokens becomes Usage.cached_tokens."""
+        usage = {
+            "prompt_tokens": 900,
+            "completion_tokens": 12,
+            "prompt_tokens_details": {"cached_tokens": 768},
+        }
+        llm.add(text_reply("ok", usage=usage))
+        events = await collect(make_provider())
+        assert events[-1] == StreamDone(
+            finish_reason="stop",
+            usage=Usage(prompt_tokens=900, completion_tokens=12, cached_tokens=768),
+        )
+        request = llm.requests[-1]
+        assert request.json["stream_options"] == {"include_usage": True}
+
     async def test_tool_calls_split_and_interleaved_are_assembled_by_index(
         self, llm: FakeLLM, make_provider: MakeProvider
     ) -> None:

@@ -1,0 +1,112 @@
+"""``/usage`` and ``/model`` in a bound thread: what the session has cost, and its model.
+
+``/usage`` is open to anyone in the thread (reading, like ``/tree``); it answers
+privately. ``/model`` without a name shows the session's model; with one it
+switches the session among the configured providers' models (``provider`` or
+``provider:model``, autocompleted from the config), for the session's owner or
+an admin only. The switch is a ``model.changed`` event in the session's log, so
+it survives restarts; the next model call uses it and the status line shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import discord
+from discord import app_commands
+
+from bot.account import AccountRuntime
+from bot.commands.bound import binding_for
+from core.agent.agent import Agent
+from core.sessions.snapshot import UsageTotals
+
+__all__ = ["session_model_commands", "usage_text"]
+
+_NO_MENTIONS: Final = discord.AllowedMentions.none()
+AUTOCOMPLETE_LIMIT: Final = 25
+
+
+def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) -> str:
+    """Tokens in (cached) and out, cost, and how full the context was at the last call."""
+    cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
+    estimated = " (estimated: the server reported none)" if usage.estimated else ""
+    share = usage.last_prompt_tokens / context_window if context_window else 0.0
+    lines = [
+        "**Usage of this session**" + (f" · model `{model}`" if model else ""),
+        f"Tokens: {usage.prompt_tokens:,} in{cached} · {usage.completion_tokens:,} out{estimated}",
+        f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd else "Cost: unknown (no prices set)",
+        f"Context: {usage.last_prompt_tokens:,} of {context_window:,} tokens ({share:.0%}) "
+        "at the last model call",
+    ]
+    return "\n".join(lines)
+
+
+def session_model_commands(account: AccountRuntime) -> list[app_commands.Command]:
+    services = account.services
+
+    async def agent_here(interaction: discord.Interaction, *, changes: bool) -> Agent | None:
+        record = await binding_for(account, interaction, changes=changes)
+        if record is None:
+            return None
+        return await services.runtime.get(record.target_session_key)
+
+    @app_commands.command(name="usage", description="This session's tokens, cost and context.")
+    async def usage(interaction: discord.Interaction) -> None:
+        agent = await agent_here(interaction, changes=False)
+        if agent is None:
+            return
+        text = usage_text(
+            agent.tree.total_usage,
+            model=agent.model,
+            context_window=agent.model_info.context_window,
+        )
+        await interaction.response.send_message(text, ephemeral=True)
+
+    @app_commands.command(name="model", description="Show or switch this session's model.")
+    @app_commands.describe(name="provider or provider:model from the config; empty: show")
+    async def model(interaction: discord.Interaction, name: str | None = None) -> None:
+        agent = await agent_here(interaction, changes=name is not None)
+        if agent is None:
+            return
+        factory = services.agent_factory
+        if name is None:
+            shown = agent.model or "the provider's default"
+            offered = ", ".join(f"`{p}:{m}`" for p, m in factory.models()) or "none configured"
+            await interaction.response.send_message(
+                f"This session's model: `{shown}`. Configured: {offered}.", ephemeral=True
+            )
+            return
+        provider_name, _, wanted = name.strip().partition(":")
+        configured = dict(factory.models())
+        if provider_name not in configured:
+            known = ", ".join(f"`{p}`" for p in configured) or "none"
+            await interaction.response.send_message(
+                f"No provider named `{provider_name[:40]}` is configured (known: {known}).",
+                ephemeral=True,
+                allowed_mentions=_NO_MENTIONS,
+            )
+            return
+        chosen = wanted.strip() or configured[provider_name]
+        provider, info = factory.model_choice(provider_name, chosen)
+        await agent.switch_model(
+            provider_name, provider, chosen, info, by_user_id=str(interaction.user.id)
+        )
+        presenter = account.presenter_for(agent.session_key)
+        if presenter is not None:
+            presenter.refresh_status()
+        await interaction.response.send_message(
+            f"This session now uses `{chosen}` ({provider_name}) from its next model call.",
+            allowed_mentions=_NO_MENTIONS,
+        )
+
+    @model.autocomplete("name")
+    async def model_names(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        choices = [f"{p}:{m}" for p, m in services.agent_factory.models()]
+        wanted = current.lower()
+        return [
+            app_commands.Choice(name=c[:100], value=c[:100]) for c in choices if wanted in c.lower()
+        ][:AUTOCOMPLETE_LIMIT]
+
+    return [usage, model]

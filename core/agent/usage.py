@@ -1,0 +1,81 @@
+"""Tokens and cost of a model call, counted by the provider or estimated by the bot.
+
+Most servers report usage at the end of a streamed answer (the OpenAI-compatible
+client asks for it with ``stream_options.include_usage``). Some do not; then the
+bot estimates, and says so (``estimated`` on the ``usage`` event): **one token
+per four characters** of every message's text and tool-call arguments, plus four
+tokens per message for its role and framing, plus the tools' JSON schemas the
+same way. That is the usual rule of thumb for English text and code with
+GPT-style tokenizers; it errs a little high on prose, which is the safe side
+for deciding when to compact.
+
+The cost is the provider's, when it reports one (OpenRouter does); otherwise
+it comes from ``[providers.<name>] input_usd_per_mtok`` and
+``output_usd_per_mtok``, and is zero while those are unset.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from core.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
+from core.providers.types import ChatMessage, ToolSpec, Usage
+
+__all__ = ["CHARS_PER_TOKEN", "ModelInfo", "estimate_prompt", "estimate_text", "priced"]
+
+CHARS_PER_TOKEN: Final = 4
+MESSAGE_OVERHEAD: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What the bot knows about the model a session runs: its window and prices."""
+
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    input_usd_per_mtok: float = 0.0
+    output_usd_per_mtok: float = 0.0
+    vision: bool = False
+
+    @classmethod
+    def of(cls, config: ProviderConfig) -> ModelInfo:
+        return cls(
+            context_window=config.context_window,
+            input_usd_per_mtok=config.input_usd_per_mtok,
+            output_usd_per_mtok=config.output_usd_per_mtok,
+            vision=config.vision,
+        )
+
+
+def estimate_text(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def estimate_message(message: ChatMessage) -> int:
+    tokens = MESSAGE_OVERHEAD + estimate_text(message.content or "")
+    for call in message.tool_calls or ():
+        tokens += estimate_text(call.name) + estimate_text(call.arguments)
+    return tokens
+
+
+def estimate_prompt(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
+    """The prompt tokens of a call with ``messages`` and ``tools`` (see the module doc)."""
+    tokens = sum(estimate_message(m) for m in messages)
+    for tool in tools:
+        schema = json.dumps(tool.parameters, separators=(",", ":"))
+        tokens += estimate_text(tool.name) + estimate_text(tool.description) + estimate_text(schema)
+    return tokens
+
+
+def priced(usage: Usage, info: ModelInfo) -> float | None:
+    """The call's cost: the provider's, else from the configured prices, else None."""
+    if usage.cost_usd is not None:
+        return usage.cost_usd
+    if not info.input_usd_per_mtok and not info.output_usd_per_mtok:
+        return None
+    return (
+        usage.prompt_tokens * info.input_usd_per_mtok
+        + usage.completion_tokens * info.output_usd_per_mtok
+    ) / 1_000_000

@@ -1,0 +1,94 @@
+"""``/usage`` and ``/model`` in a bound thread, over the fake Discord."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bot.commands.permissions import NOT_OWNER
+from core.providers.scripted import Step
+from tests.e2e.conftest import Bot, StartBot
+from tests.e2e.helpers import TIMEOUT, content, ephemeral, run, settle, spawn, status_line
+
+# Never called: the scripted model answers in their place; they give /model its choices.
+PROVIDERS: dict[str, Any] = {
+    "main": {"base_url": "http://127.0.0.1:9/v1", "model": "big-model", "context_window": 8192},
+    "cheap": {
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "small-model",
+        "input_usd_per_mtok": 1.0,
+        "output_usd_per_mtok": 2.0,
+    },
+}
+
+
+def replies(_messages: Any) -> Step:
+    return Step(text="noted")
+
+
+async def session(bot: Bot) -> tuple[str, int]:
+    await spawn(bot, "keep notes", mode="session")
+    record = bot.binding()
+    await settle(bot, record.target_session_key)
+    return record.target_session_key, int(record.conversation.conversation_id)
+
+
+async def say(bot: Bot, thread: int, key: str, text: str) -> None:
+    """Alice writes in the thread; returns once the model has answered it."""
+    calls = len(bot.provider.calls)
+    await bot.fake.user_says(thread, bot.world.alice, text)
+    async with asyncio.timeout(TIMEOUT):
+        await bot.provider.wait_calls(calls + 1)
+    assert bot.provider.calls[-1][-1].content == text
+    await settle(bot, key)
+
+
+async def test_usage_shows_tokens_cost_and_context(start_bot: StartBot) -> None:
+    bot = await start_bot(replies, providers=PROVIDERS)
+    _key, thread = await session(bot)
+
+    reply = await run(bot, bot.world.alice, "usage", thread)
+    text = content(reply)
+    assert ephemeral(reply)
+    assert text.startswith("**Usage of this session**")
+    assert "in · " in text
+    assert "out (estimated: the server reported none)" in text
+    assert "Cost: unknown (no prices set)" in text
+    assert "of 8,192 tokens" in text  # the first provider's window
+
+
+async def test_model_switch_is_owner_only_used_next_shown_and_kept(
+    start_bot: StartBot,
+) -> None:
+    bot = await start_bot(replies, providers=PROVIDERS)
+    key, thread = await session(bot)
+    mallory = bot.fake.add_member(bot.world.guild, "mallory")
+
+    refused = await run(bot, mallory, "model", thread, name="cheap")
+    assert (content(refused), ephemeral(refused)) == (NOT_OWNER, True)
+    unknown = await run(bot, bot.world.alice, "model", thread, name="nope")
+    assert "No provider named `nope`" in content(unknown)
+
+    switched = await run(bot, bot.world.alice, "model", thread, name="cheap")
+    assert "now uses `small-model` (cheap)" in content(switched)
+    await settle(bot, key)
+    assert status_line(bot.fake, thread).endswith("model small-model")
+    await say(bot, thread, key, "what now?")
+    assert bot.provider.models_seen[-1] == "small-model"
+    agent = await bot.services.runtime.get(key)
+    (changed,) = [e for e in agent.tree.events if e.type == "model.changed"]
+    assert changed.payload == {
+        "provider": "cheap",
+        "model": "small-model",
+        "by_user_id": str(bot.world.alice.id),
+    }
+    usage = content(await run(bot, bot.world.alice, "usage", thread))
+    assert "Cost: $" in usage  # the cheap provider has prices
+
+    await bot.client.close()
+    await bot.services.close()
+    second = await start_bot(replies, providers=PROVIDERS)
+    shown = await run(second, second.world.alice, "model", thread)
+    assert "This session's model: `small-model`" in content(shown)
+    await say(second, thread, key, "still there?")
+    assert second.provider.models_seen[-1] == "small-model"
