@@ -173,6 +173,7 @@ class McpConnection:
         self._starting = asyncio.Lock()
         self._closed = False
         self._pending: asyncio.Task[None] | None = None
+        self._exit_logged: asyncio.Task[Any] | None = None
         self._tools: tuple[McpTool, ...] = ()
         self._stale = True
         self._changed = asyncio.Event()
@@ -216,7 +217,11 @@ class McpConnection:
         live = await self._connected()
         if self._stale:
             self._stale = False  # a change announced while listing marks it stale again
-            listed = await self._guarded(live, self._list(live.client), "listing its tools")
+            try:
+                listed = await self._guarded(live, self._list(live.client), "listing its tools")
+            except BaseException:
+                self._stale = True
+                raise
             if listed != self._tools:
                 self._tools = listed
         return self._tools
@@ -274,9 +279,7 @@ class McpConnection:
         )
         self._pending = owner
         try:
-            client = await self._timed(_first_of(ready, owner), "starting")
-            self._stale = False
-            tools = await self._timed(self._list(client), "listing its tools")
+            client, tools = await self._timed(self._handshake(ready, owner), "starting")
         except BaseException as exc:
             await _stop(owner)
             if isinstance(exc, asyncio.CancelledError | McpUnavailable):
@@ -284,7 +287,7 @@ class McpConnection:
             if self._closed:
                 raise self._shut_down() from None
             detail = _describe(exc)
-            _log.warning("mcp.server_exited", server=self.name, reason=detail)
+            _log.warning("mcp.start_failed", server=self.name, error=detail)
             raise McpUnavailable(
                 self.name,
                 f"MCP server {self.name!r} could not be started: {detail}",
@@ -308,6 +311,14 @@ class McpConnection:
             tools=len(tools),
         )
         return live
+
+    async def _handshake(
+        self, ready: asyncio.Future[Client], owner: asyncio.Task[None]
+    ) -> tuple[Client, tuple[McpTool, ...]]:
+        """The client once connected, and its first tool list."""
+        client = await _first_of(ready, owner)
+        self._stale = False  # a change announced while listing marks it stale again
+        return client, await self._list(client)
 
     def _shut_down(self) -> McpUnavailable:
         return McpUnavailable(
@@ -367,7 +378,9 @@ class McpConnection:
         except Exception as exc:
             if not ready.done():
                 raise
-            _log.warning("mcp.server_exited", server=self.name, reason=_describe(exc))
+            owner = asyncio.current_task()
+            if owner is not None:
+                self._exited(owner, exc)
 
     async def _subscribe(
         self, stack: contextlib.AsyncExitStack, client: Client
@@ -396,6 +409,13 @@ class McpConnection:
         self._stale = True
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def _exited(self, owner: asyncio.Task[Any], cause: BaseException) -> None:
+        """Log the end of the connection ``owner`` held, once: the owner task (a broken
+        listen stream) and a failed call may both see it."""
+        if self._exit_logged is not owner:
+            self._exit_logged = owner
+            _log.warning("mcp.server_exited", server=self.name, reason=_describe(cause))
 
     async def _drop(self, live: _Live) -> None:
         """Stop ``live`` if it is still the current connection; the next use starts anew."""
@@ -446,8 +466,9 @@ class McpConnection:
             cause: Exception = exc
         except Exception as exc:  # the transport broke: the process is gone or unreadable
             cause = exc
-        if self._live is live:
-            _log.warning("mcp.server_exited", server=self.name, reason=_describe(cause))
+        if self._closed:  # close() ended it under the call
+            raise self._shut_down() from None
+        self._exited(live.owner, cause)
         await self._drop(live)
         if self.transport == "stdio":
             gone = "is not running (it exited); it will be restarted on the next call."
@@ -488,6 +509,8 @@ class McpConnection:
                 f"MCP server {self.name!r} did not finish {doing} within {limit}; it was cancelled",
                 f"🔌 Tool server `{self.name}` did not answer within {limit}.",
             )
+        if task.cancelled():  # not by us: the SDK's transport gave up under the call
+            raise ConnectionError(f"the transport cancelled {doing}")
         return task.result()
 
 

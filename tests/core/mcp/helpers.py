@@ -87,6 +87,7 @@ async def http_server(server: MCPServer, port: int) -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        web.should_exit = True
+        # Forced: the client's open listen stream would hold a graceful shutdown forever.
+        web.should_exit = web.force_exit = True
         await task
         sock.close()

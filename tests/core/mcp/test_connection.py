@@ -17,20 +17,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from mcp_types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
 from structlog.testing import capture_logs
 
 from core.clock import FakeClock
-from core.mcp import McpConnection, McpUnavailable, result_text
+from core.mcp import McpConnection, McpUnavailable
 from tests.core.mcp.helpers import (
     MODERN,
     TIME_SERVER,
@@ -54,11 +44,9 @@ class Shared:
     """Connections the module's tests share: each test leaves them usable."""
 
     clock: FakeClock
-    time_auto: McpConnection
-    time_legacy: McpConnection
-    toolbox: McpConnection  # mode auto: a 2026-era connection
-    toolbox_legacy: McpConnection
-    configured: McpConnection  # ["python", toolbox] with env_from
+    time: McpConnection
+    toolbox: McpConnection  # mode auto: a 2026-era connection; ["python", ...], env_from
+    toolbox_legacy: McpConnection  # the 2025 handshake
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -66,20 +54,13 @@ async def shared() -> AsyncIterator[Shared]:
     clock = FakeClock()
     servers = Shared(
         clock=clock,
-        time_auto=connection(clock, name="clock", command=TIME_SERVER),
-        time_legacy=connection(clock, name="clock", command=TIME_SERVER, mode="legacy"),
-        toolbox=connection(clock),
-        toolbox_legacy=connection(clock, mode="legacy"),
-        configured=connection(
-            clock,
-            name="configured",
-            command=["python", TOOLBOX],
-            env_from={"TOKEN": "BOT_TOKEN"},
-            env=BOT_ENV,
+        time=connection(clock, name="clock", command=TIME_SERVER),
+        toolbox=connection(
+            clock, command=["python", TOOLBOX], env_from={"TOKEN": "BOT_TOKEN"}, env=BOT_ENV
         ),
+        toolbox_legacy=connection(clock, mode="legacy"),
     )
-    every = [servers.time_auto, servers.time_legacy, servers.toolbox]
-    every += [servers.toolbox_legacy, servers.configured]
+    every = [servers.time, servers.toolbox, servers.toolbox_legacy]
     await asyncio.gather(*(server.tools() for server in every))
     yield servers
     await asyncio.gather(*(server.close() for server in every))
@@ -94,44 +75,45 @@ async def pid_of(server: McpConnection) -> int:
 
 
 class TestStdio:
-    @pytest.mark.parametrize("era", ["time_auto", "time_legacy"])
-    async def test_lists_tools_with_schemas_and_model_names(self, shared: Shared, era: str) -> None:
+    async def test_lists_tools_with_schemas_and_model_names(self, shared: Shared) -> None:
         """mcp-server-time's two tools come with their JSON schema and a model name."""
-        server: McpConnection = getattr(shared, era)
-        tools = {tool.name: tool for tool in await server.tools()}
+        tools = {tool.name: tool for tool in await shared.time.tools()}
         assert set(tools) == {"get_current_time", "convert_time"}
         now = tools["get_current_time"]
         assert now.server == "clock"
         assert now.model_name == "clock__get_current_time"
         assert now.input_schema["properties"]["timezone"]["type"] == "string"
         assert now.description
-        assert server.protocol_version == (MODERN if era == "time_auto" else "2025-11-25")
+        assert shared.time.protocol_version == MODERN  # "auto" found a 2026-era server
 
-    @pytest.mark.parametrize("era", ["time_auto", "time_legacy"])
-    async def test_call_answers_the_text(self, shared: Shared, era: str) -> None:
+    async def test_call_answers_the_text(self, shared: Shared) -> None:
         """A call's text content is the result, here the time server's JSON."""
-        result = await getattr(shared, era).call("get_current_time", {"timezone": "Asia/Tokyo"})
+        result = await shared.time.call("get_current_time", {"timezone": "Asia/Tokyo"})
         assert not result.is_error
         assert json.loads(result.text)["timezone"] == "Asia/Tokyo"
 
-    async def test_convert_time(self, shared: Shared) -> None:
-        """Arguments reach the server as given."""
-        result = await shared.time_auto.call(
+    async def test_arguments_reach_the_server(self, shared: Shared) -> None:
+        """convert_time gets its three arguments as given."""
+        result = await shared.time.call(
             "convert_time",
             {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
         )
-        assert json.loads(result.text)["target"]["datetime"].startswith(
-            json.loads(result.text)["source"]["datetime"][:10]
-        )
-        assert "+09:00" in json.loads(result.text)["target"]["datetime"]
+        assert json.loads(result.text)["target"]["datetime"].endswith("21:00:00+09:00")
 
     async def test_tool_error_is_an_error_result(self, shared: Shared) -> None:
         """A tool that fails answers is_error with its message; the connection is fine."""
-        result = await shared.time_auto.call("get_current_time", {"timezone": "Mars/Olympus"})
+        result = await shared.time.call("get_current_time", {"timezone": "Mars/Olympus"})
         assert result.is_error
         assert "Mars/Olympus" in result.text
-        assert shared.time_auto.alive
-        assert shared.time_auto.starts == 1
+        assert shared.time.alive
+        assert shared.time.starts == 1
+
+    async def test_legacy_era_lists_and_calls(self, shared: Shared) -> None:
+        """Over the 2025 initialize handshake the same tools list and answer."""
+        server = shared.toolbox_legacy
+        assert server.protocol_version == "2025-11-25"
+        assert {"echo", "wait", "die"} <= set(names(await server.tools()))
+        assert (await server.call("echo", {"text": "old school"})).text == "old school"
 
     async def test_big_result_arrives_whole(self, shared: Shared) -> None:
         """A 300,000-character answer comes through in one piece."""
@@ -144,13 +126,13 @@ class TestStdio:
 
     async def test_python_means_the_bots_interpreter(self, shared: Shared) -> None:
         """A command starting with "python" runs the interpreter running the bot."""
-        assert (await shared.configured.call("interpreter", {})).text == sys.executable
+        assert (await shared.toolbox.call("interpreter", {})).text == sys.executable
 
     async def test_env_from_passes_only_the_named_variables(self, shared: Shared) -> None:
         """TOKEN gets BOT_TOKEN's value; the bot's other variables stay out."""
-        assert (await shared.configured.call("env", {"name": "TOKEN"})).text == BOT_ENV["BOT_TOKEN"]
+        assert (await shared.toolbox.call("env", {"name": "TOKEN"})).text == BOT_ENV["BOT_TOKEN"]
         for other in ("UNRELATED_SECRET", "BOT_TOKEN"):
-            assert (await shared.configured.call("env", {"name": other})).text == "<unset>"
+            assert (await shared.toolbox.call("env", {"name": other})).text == "<unset>"
 
 
 class TestHttp:
@@ -202,20 +184,6 @@ class TestToolListChanged:
         assert (await server.call("fresh", {})).text == "fresh!"
         assert server.starts == 1
 
-    async def test_pinned_modern_era_listens_too(self, clock: FakeClock) -> None:
-        """A connection pinned to 2026-07-28 (no discovered capabilities) still listens."""
-        server = connection(clock, mode=MODERN)
-        try:
-            await server.tools()
-            assert server.protocol_version == MODERN
-            changed = server.next_list_change()
-            await server.call("grow", {})
-            async with asyncio.timeout(WITHIN):
-                await changed.wait()
-            assert "fresh" in names(await server.tools())
-        finally:
-            await server.close()
-
 
 class TestTimeouts:
     async def test_hung_call_times_out_on_the_clock(self, shared: Shared) -> None:
@@ -255,26 +223,25 @@ class TestTimeouts:
 
 
 class TestFailures:
-    async def test_killed_server_is_restarted_by_the_next_call(self, clock: FakeClock) -> None:
-        """A server that dies mid-call fails that call (never retried); the next call
-        starts a new process."""
-        server = connection(clock)
-        try:
-            first = await pid_of(server)
-            with capture_logs() as logs, pytest.raises(McpUnavailable) as caught:
-                await server.call("die", {})
-            assert caught.value.notice == (
-                "🔌 Tool server `toolbox` is not running (it exited); "
-                "it will be restarted on the next call."
-            )
-            assert "mcp.server_exited" in [entry["event"] for entry in logs]
-            assert not server.alive
-            assert not alive(first)
-            second = await pid_of(server)
-            assert second != first
-            assert server.starts == 2
-        finally:
-            await server.close()
+    @pytest.mark.parametrize("era", ["toolbox", "toolbox_legacy"])
+    async def test_killed_server_is_restarted_by_the_next_call(
+        self, shared: Shared, era: str
+    ) -> None:
+        """A server that dies mid-call fails that call (never retried) and is reaped;
+        the next call starts a new process."""
+        server: McpConnection = getattr(shared, era)
+        first, starts = await pid_of(server), server.starts
+        with capture_logs() as logs, pytest.raises(McpUnavailable) as caught:
+            await server.call("die", {})
+        assert caught.value.notice == (
+            "🔌 Tool server `toolbox` is not running (it exited); "
+            "it will be restarted on the next call."
+        )
+        assert [entry["event"] for entry in logs] == ["mcp.server_exited"]
+        assert not server.alive
+        assert not alive(first)
+        assert await pid_of(server) != first
+        assert server.starts == starts + 1
 
     async def test_cancelled_call_leaves_the_connection_usable(self, shared: Shared) -> None:
         """Cancelling the caller cancels the call and raises CancelledError; the next
@@ -328,64 +295,25 @@ class TestFailures:
 
 
 class TestLifecycle:
-    async def test_concurrent_first_uses_start_once(self, clock: FakeClock) -> None:
-        """Five sessions asking at once share one start and one process."""
+    async def test_one_start_for_concurrent_uses_and_close_reaps_it(self, clock: FakeClock) -> None:
+        """Five sessions asking at once share one start and one process; close() stops
+        that process (failing a call under way), is idempotent, and a later use starts
+        nothing nobody would stop."""
         server = connection(clock)
-        try:
-            with capture_logs() as logs:
-                await asyncio.gather(*(server.tools() for _ in range(5)))
-            assert server.starts == 1
-            (started,) = [entry for entry in logs if entry["event"] == "mcp.server_started"]
-            assert started["tools"] == len(await server.tools())
-            assert started["transport"] == "stdio"
-        finally:
-            await server.close()
-
-    async def test_close_reaps_the_process_and_is_final(self, clock: FakeClock) -> None:
-        """close() stops the server process; it is idempotent, and a later use does not
-        start a process nobody would stop."""
-        server = connection(clock)
+        with capture_logs() as logs:
+            await asyncio.gather(*(server.tools() for _ in range(5)))
+        assert server.starts == 1
+        (started,) = [entry for entry in logs if entry["event"] == "mcp.server_started"]
+        assert started["tools"] == len(await server.tools())
+        assert (started["server"], started["transport"]) == ("toolbox", "stdio")
         pid = await pid_of(server)
-        assert alive(pid)
+        hung = asyncio.create_task(server.call("wait", {"seconds": 3600}))
+        await clock.wait_for_sleepers()
         await server.close()
         await server.close()
+        with pytest.raises(McpUnavailable, match="shut down"):
+            await hung
         assert not alive(pid)
         assert not server.alive
         with pytest.raises(McpUnavailable, match="shut down"):
             await server.call("echo", {"text": "x"})
-
-
-class TestResultText:
-    def result(self, *content: object, structured: dict[str, object] | None = None) -> str:
-        return result_text(
-            CallToolResult(content=list(content), structured_content=structured)  # type: ignore[arg-type]
-        )
-
-    def test_texts_are_joined_by_newlines(self) -> None:
-        """Text blocks are the answer, one per line."""
-        text = self.result(TextContent(text="one"), TextContent(text="two"))
-        assert text == "one\ntwo"
-
-    def test_other_blocks_are_placeholders(self) -> None:
-        """Images, audio and resources become short placeholders; embedded text is kept."""
-        text = self.result(
-            ImageContent(data="AAAA" * 10, mime_type="image/png"),
-            AudioContent(data="AAA=", mime_type="audio/wav"),
-            ResourceLink(name="r", uri="file:///tmp/r.txt"),
-            EmbeddedResource(
-                resource=BlobResourceContents(uri="file:///b.bin", blob="AAAA", mime_type=None)
-            ),
-            EmbeddedResource(resource=TextResourceContents(uri="file:///t.txt", text="inline")),
-        )
-        assert text.splitlines() == [
-            "[image image/png, 30 bytes]",
-            "[audio audio/wav, 2 bytes]",
-            "[resource file:///tmp/r.txt]",
-            "[resource file:///b.bin]",
-            "inline",
-        ]
-
-    def test_structured_content_when_nothing_else(self) -> None:
-        """A result with only structured content reads as its JSON."""
-        assert self.result(structured={"a": 1}) == '{"a": 1}'
-        assert self.result(TextContent(text="t"), structured={"a": 1}) == "t"
