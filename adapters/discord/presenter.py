@@ -30,6 +30,7 @@ from core.agent.events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
+    Compacted,
     MessageQueued,
     SteeringInjected,
     TextDelta,
@@ -98,6 +99,18 @@ def failure_notice(event: AgentErrorEvent) -> str:
     return f"⚠️ This turn failed: {what}. Your next message starts a new turn."
 
 
+def compaction_notice(event: Compacted) -> str:
+    why = {
+        "overflow": "the model said the conversation no longer fit",
+        "command": "asked with /compact",
+    }.get(event.reason, "to stay within the model's context window")
+    return (
+        f"🗜️ Compacted the older conversation into a summary ({why}): "
+        f"{event.tokens_before:,} → {event.tokens_after:,} tokens. Nothing is deleted; "
+        "/tree and /export still show everything."
+    )
+
+
 class ThreadPresenter:
     """One agent's output in one bound thread."""
 
@@ -160,6 +173,9 @@ class ThreadPresenter:
             self._then(self._approvals.ask(self._record, self._persona.name, event))
         elif isinstance(event, ApprovalResolved):
             self._then(self._approvals.settle(self._record, event))
+        elif isinstance(event, Compacted):
+            self._close_stream()
+            self._then(self._bot_notice(compaction_notice(event)))
         elif isinstance(event, ToolFinished):
             status = "denied" if event.denied else "error" if event.is_error else "ok"
             if self._show_tools and not self._set_line(event.call.id, status):

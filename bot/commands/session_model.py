@@ -17,7 +17,8 @@ from discord import app_commands
 
 from bot.account import AccountRuntime
 from bot.commands.bound import binding_for
-from core.agent.agent import Agent
+from core.agent.agent import Agent, AgentBusy
+from core.errors import ProviderError
 from core.sessions.snapshot import UsageTotals
 
 __all__ = ["session_model_commands", "usage_text"]
@@ -109,4 +110,32 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
             app_commands.Choice(name=c[:100], value=c[:100]) for c in choices if wanted in c.lower()
         ][:AUTOCOMPLETE_LIMIT]
 
-    return [usage, model]
+    @app_commands.command(
+        name="compact", description="Summarise this session's older conversation now."
+    )
+    @app_commands.describe(instructions="what the summary should keep or focus on")
+    async def compact(interaction: discord.Interaction, instructions: str | None = None) -> None:
+        agent = await agent_here(interaction, changes=True)
+        if agent is None:
+            return
+        if agent.running:
+            await interaction.response.send_message(
+                "The agent is running a turn; wait for it to end (or /cancel), then /compact.",
+                ephemeral=True,
+            )
+            return
+        await interaction.response.defer(thinking=True)
+        try:
+            done = await agent.compact(instructions)
+        except (AgentBusy, ProviderError) as exc:
+            await interaction.followup.send(
+                f"Could not compact: {exc}"[:2000], allowed_mentions=_NO_MENTIONS
+            )
+            return
+        if done is None:
+            text = "There is too little conversation to compact yet."
+        else:
+            text = f"Compacted: {done.tokens_before:,} → {done.tokens_after:,} tokens."
+        await interaction.followup.send(text, allowed_mentions=_NO_MENTIONS)
+
+    return [usage, model, compact]

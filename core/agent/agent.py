@@ -18,11 +18,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from core.agent.compaction import CompactionSettings, compact
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
+    Compacted,
     MessageQueued,
     TurnCancelled,
 )
@@ -85,6 +87,7 @@ class AgentSettings:
     should_continue: ContinuationHook = default_should_continue
     approval_timeout_s: float = 600.0
     model_info: ModelInfo = field(default_factory=ModelInfo)
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
 
     @classmethod
     def from_config(cls, config: AgentConfig, **profile: Any) -> AgentSettings:
@@ -99,6 +102,10 @@ class AgentSettings:
                 max_cost_usd=config.max_cost_usd or None,
             ),
             approval_timeout_s=config.approval_timeout_seconds,
+            compaction=CompactionSettings(
+                reserve_tokens=config.compaction_reserve_tokens,
+                keep_recent_tokens=config.keep_recent_tokens,
+            ),
             **profile,
         )
 
@@ -153,6 +160,7 @@ class Agent:
         self.should_continue = settings.should_continue
         self.steer_skips_pending_tools = settings.steer_skips_pending_tools
         self.model_info = settings.model_info
+        self.compaction = settings.compaction
         self._on_crash = on_crash
         self._entry = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -320,6 +328,21 @@ class Agent:
             self.provider = provider
             self.model = model
             self.model_info = info
+
+    async def compact(self, instructions: str | None = None) -> Compacted | None:
+        """``/compact``: summarise the older conversation now; None if there is too
+        little to cut. Refused (AgentBusy) while a turn runs.
+
+        Raises:
+            ProviderError: the model could not write the summary; nothing changed.
+        """
+        async with self._entry:
+            if self.running:
+                raise AgentBusy(self.session_key)
+            done = await compact(self, turn_id=None, reason="command", instructions=instructions)
+        if done is not None:
+            self.emit(done)
+        return done
 
     async def suspend(self) -> bool:
         """At shutdown: stop a turn that waits for an approval without recording anything,

@@ -18,6 +18,7 @@ __all__ = [
     "AgentEvent",
     "ApprovalRequested",
     "ApprovalResolved",
+    "Compacted",
     "MessageQueued",
     "SteeringInjected",
     "TextDelta",
@@ -72,6 +73,18 @@ class ToolFinished:
     is_error: bool
     denied: bool = False
     notice: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """The older conversation was summarised (``reason``: threshold, overflow, command);
+    token counts are estimates of the prompt before and after."""
+
+    session_key: str
+    turn_id: str | None
+    tokens_before: int
+    tokens_after: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +164,7 @@ AgentEvent = (
     | ToolFinished
     | ApprovalRequested
     | ApprovalResolved
+    | Compacted
     | ToolsSkipped
     | SteeringInjected
     | MessageQueued

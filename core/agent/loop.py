@@ -32,6 +32,12 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
+from core.agent.compaction import (
+    CompactionSettings,
+    compact,
+    is_context_overflow,
+    needs_compaction,
+)
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
@@ -54,6 +60,7 @@ from core.providers.types import (
     StreamDone,
     ToolCall,
     ToolCallReady,
+    ToolSpec,
     Usage,
 )
 from core.providers.types import TextDelta as ProviderText
@@ -113,6 +120,7 @@ class LoopHost(Protocol):
     should_continue: ContinuationHook
     steer_skips_pending_tools: bool
     model_info: ModelInfo
+    compaction: CompactionSettings
 
     def derive_messages(self) -> list[ChatMessage]: ...
 
@@ -258,23 +266,34 @@ async def carry_over_steering(host: LoopHost) -> None:
 
 
 async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, list[ToolCall]]:
-    """Stream one model response, then record it (and its usage) in one go."""
+    """Stream one model response, then record it (and its usage) in one go.
+
+    A prompt that would not leave the reserve free in the window is compacted
+    first; a provider that still says the context is exceeded gets one
+    compaction and one retry.
+    """
     await host.tools.refresh()  # a tool server's list may have changed
-    messages = host.derive_messages()
-    parts: list[str] = []
-    calls: list[ToolCall] = []
-    done = StreamDone()
     specs = host.tools.specs()
-    stream = host.provider.stream(messages, tools=specs, model=host.model)
-    async with aclosing(stream) as events:  # cancellation closes the HTTP stream
-        async for event in events:
-            if isinstance(event, ProviderText):
-                parts.append(event.text)
-                host.emit(TextDelta(host.session_key, turn_id, step, event.text))
-            elif isinstance(event, ToolCallReady):
-                calls.append(event.call)
-            elif isinstance(event, StreamDone):
-                done = event
+    messages = host.derive_messages()
+    too_long = needs_compaction(estimate_prompt(messages, specs), host.model_info, host.compaction)
+    if too_long and await _compacted(host, turn_id, "threshold"):
+        messages = host.derive_messages()
+    try:
+        parts, calls, done = await _stream(host, turn_id, step, messages, specs)
+    except ProviderError as exc:
+        if not is_context_overflow(exc) or not await _compacted(host, turn_id, "overflow"):
+            raise
+        messages = host.derive_messages()
+        try:
+            parts, calls, done = await _stream(host, turn_id, step, messages, specs)
+        except ProviderError as again:
+            if not is_context_overflow(again):
+                raise
+            raise ProviderError(
+                "the conversation does not fit the model's context window even after "
+                "compacting it; /rewind to an earlier point, or /model a model with a "
+                "larger window"
+            ) from again
     calls = _unique_ids(calls, turn_id, step)
     text = "".join(parts)
     usage, estimated = done.usage, False
@@ -309,6 +328,38 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     )
     await host.append_many(items)
     return text, calls
+
+
+async def _stream(
+    host: LoopHost,
+    turn_id: str,
+    step: int,
+    messages: list[ChatMessage],
+    specs: list[ToolSpec],
+) -> tuple[list[str], list[ToolCall], StreamDone]:
+    parts: list[str] = []
+    calls: list[ToolCall] = []
+    done = StreamDone()
+    stream = host.provider.stream(messages, tools=specs, model=host.model)
+    async with aclosing(stream) as events:  # cancellation closes the HTTP stream
+        async for event in events:
+            if isinstance(event, ProviderText):
+                parts.append(event.text)
+                host.emit(TextDelta(host.session_key, turn_id, step, event.text))
+            elif isinstance(event, ToolCallReady):
+                calls.append(event.call)
+            elif isinstance(event, StreamDone):
+                done = event
+    return parts, calls, done
+
+
+async def _compacted(
+    host: LoopHost, turn_id: str, reason: Literal["threshold", "overflow"]
+) -> bool:
+    done = await compact(host, turn_id=turn_id, reason=reason)
+    if done is not None:
+        host.emit(done)
+    return done is not None
 
 
 async def _run_tool(host: LoopHost, turn_id: str, step: int, call: ToolCall) -> None:

@@ -24,8 +24,11 @@ __all__ = [
     "SYSTEM_AUTHOR_PREFIX",
     "MessageDeriver",
     "derive_messages",
+    "readable",
     "render_steering",
     "steering_source",
+    "summary_message",
+    "to_message",
     "unanswered_results",
 ]
 
@@ -55,14 +58,29 @@ def derive_messages(tree: SessionTree, *, system_prompt: str | None = None) -> l
     return MessageDeriver().derive(tree, system_prompt=system_prompt)
 
 
+def summary_message(summary: str) -> ChatMessage:
+    """How a compaction's summary reaches the model: in place of what it summarises."""
+    return ChatMessage(
+        role="user",
+        content=(
+            "<conversation_summary>\n"
+            f"{summary}\n"
+            "</conversation_summary>\n"
+            "(The earlier part of this conversation, summarised; it is no longer shown.)"
+        ),
+    )
+
+
 class MessageDeriver:
     """Derives messages incrementally: each model step converts only the new events.
 
     It remembers the head it last derived for. When the head has only moved
     forward (the usual case inside a turn), it walks back from the new head to
     the old one and converts just those events; when the head moved anywhere
-    else (continue_from, another branch), it starts over from the root.
-    Without this a long turn rebuilt its whole history at every step.
+    else (continue_from, another branch), or a compaction was added, it starts
+    over from the path. A compaction on the path stands for everything before
+    its ``first_kept_node_id`` (see :mod:`core.agent.compaction`). Without this a
+    long turn rebuilt its whole history at every step.
     """
 
     def __init__(self) -> None:
@@ -71,24 +89,37 @@ class MessageDeriver:
         self._open_calls: list[ToolCall] = []
 
     def derive(self, tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
-        for event in self._new_events(tree):
-            self._add(event)
+        new = self._new_events(tree)
+        if new is None or any(e.type == "compaction" for e in new):
+            self._rebuild(tree)
+        else:
+            for event in new:
+                self._add(event)
         self._head = tree.head_id
         prefix = [ChatMessage(role="system", content=system_prompt)] if system_prompt else []
         return [*prefix, *self._messages, *_unanswered(self._open_calls)]
 
-    def _new_events(self, tree: SessionTree) -> list[SessionEvent]:
-        """Events from just after the remembered head to the current head, oldest first."""
+    def _new_events(self, tree: SessionTree) -> list[SessionEvent] | None:
+        """Events from just after the remembered head to the current head, oldest first;
+        None when the old head is not an ancestor (start over)."""
         newer: list[SessionEvent] = []
         node_id = tree.head_id
         while node_id is not None and node_id != self._head:
             event = tree.get(node_id)
             newer.append(event)
             node_id = event.parent_id
-        if node_id != self._head:  # the old head is not an ancestor: start over
-            self._messages, self._open_calls = [], []
+        if node_id != self._head:
+            return None
         newer.reverse()
         return newer
+
+    def _rebuild(self, tree: SessionTree) -> None:
+        """The whole path again, the latest compaction standing for what it summarised."""
+        summary, events = readable(tree)
+        self._messages = [summary_message(summary)] if summary is not None else []
+        self._open_calls = []
+        for event in events:
+            self._add(event)
 
     def _add(self, event: SessionEvent) -> None:
         if event.type not in _CONVERSATION_TYPES:
@@ -96,7 +127,7 @@ class MessageDeriver:
         if event.type != "tool_result" and self._open_calls:
             self._messages.extend(_unanswered(self._open_calls))
             self._open_calls = []
-        message = _convert(event)
+        message = to_message(event)
         self._messages.append(message)
         if event.type == "assistant_message":
             self._open_calls = list(message.tool_calls)
@@ -104,7 +135,22 @@ class MessageDeriver:
             self._open_calls = [c for c in self._open_calls if c.id != message.tool_call_id]
 
 
-def _convert(event: SessionEvent) -> ChatMessage:
+def readable(tree: SessionTree) -> tuple[str | None, list[SessionEvent]]:
+    """What the model reads of the active path: the latest compaction's summary (None if
+    there is none) and the events after what it summarised, the compaction left out."""
+    path = tree.path()
+    marks = [i for i, e in enumerate(path) if e.type == "compaction"]
+    if not marks:
+        return None, path
+    last = marks[-1]
+    kept_from = path[last].payload.get("first_kept_node_id")
+    ids = [e.node_id for e in path[:last]]
+    start = ids.index(kept_from) if kept_from in ids else last + 1
+    return str(path[last].payload["summary"]), path[start:last] + path[last + 1 :]
+
+
+def to_message(event: SessionEvent) -> ChatMessage:
+    """One conversation event as the provider reads it."""
     payload = event.payload
     if event.type == "user_message":
         text = payload["text"]

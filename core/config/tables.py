@@ -272,6 +272,11 @@ class AgentConfig(TomlTable):
     """A tool result longer than this is cut, with a marker, before the model reads it."""
     approval_timeout_seconds: Seconds = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     """A tool call waiting for approval longer than this is denied."""
+    compaction_reserve_tokens: int = Field(default=4096, ge=0)
+    """Room kept free in the context window for the answer: a prompt that would leave
+    less is compacted first."""
+    keep_recent_tokens: int = Field(default=8192, ge=0)
+    """How much of the recent conversation a compaction keeps word for word."""
 
     @field_validator("tools")
     @classmethod

@@ -79,6 +79,12 @@ def _node_text(event: SessionEvent) -> str:
         return str(payload.get("text", ""))
     if event.type == "tool_result":
         return str(payload.get("content", ""))
+    if event.type == "compaction":
+        return (
+            f"🗜️ compaction ({payload.get('tokens_before')} → {payload.get('tokens_after')} "
+            f"tokens; the model reads from node {str(payload.get('first_kept_node_id'))[:8]} "
+            f"on):\n{payload.get('summary', '')}"
+        )
     return json.dumps(payload, ensure_ascii=False, indent=1)
 
 

@@ -153,7 +153,8 @@ class TurnState:
         self.completion_tokens += payload["completion_tokens"]
         self.cost += payload.get("cost_usd") or 0.0
         self.cached_tokens += payload.get("cached_tokens") or 0
-        self.last_prompt_tokens = payload["prompt_tokens"]
+        if payload.get("purpose", "turn") == "turn":
+            self.last_prompt_tokens = payload["prompt_tokens"]
         self.estimated = self.estimated or bool(payload.get("estimated"))
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "BookmarkPayload",
     "BranchCreatedPayload",
     "BudgetStopPayload",
+    "CompactionPayload",
     "HeadMovedPayload",
     "MessageQueuedPayload",
     "ModelChangedPayload",
@@ -162,6 +163,8 @@ class UsagePayload(_Payload):
     cached_tokens: int = 0
     estimated: bool = False
     model: str | None = None
+    purpose: Literal["turn", "compaction"] = "turn"
+    """``compaction``: the call that wrote a summary (it says nothing of the context)."""
 
 
 class BudgetStopPayload(_Payload):
@@ -215,6 +218,19 @@ class ApprovalDecidedPayload(_Payload):
     by_user_id: str | None = None
     by_name: str | None = None
     reason: str | None = None
+
+
+class CompactionPayload(_Payload):
+    """The conversation before ``first_kept_node_id`` in a summary: what the model reads
+    from now on in its place. The events themselves stay in the log."""
+
+    summary: str
+    first_kept_node_id: str | None
+    tokens_before: int
+    tokens_after: int
+    reason: Literal["threshold", "overflow", "command"] = "threshold"
+    instructions: str | None = None
+    model: str | None = None
 
 
 class ModelChangedPayload(_Payload):
@@ -345,6 +361,7 @@ _BUILT_INS: tuple[tuple[str, EventKind, type[BaseModel]], ...] = (
     ("approval.requested", "system", ApprovalRequestedPayload),
     ("approval.decided", "system", ApprovalDecidedPayload),
     ("model.changed", "system", ModelChangedPayload),
+    ("compaction", "assistant", CompactionPayload),
 )
 for _name, _kind, _model in _BUILT_INS:
     register_event_type(_name, _kind, _model)

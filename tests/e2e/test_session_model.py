@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from bot.commands.permissions import NOT_OWNER
+from core.agent.compaction import SUMMARY_SYSTEM
 from core.providers.scripted import Step
 from tests.e2e.conftest import Bot, StartBot
 from tests.e2e.helpers import TIMEOUT, content, ephemeral, run, settle, spawn, status_line
@@ -92,3 +93,31 @@ async def test_model_switch_is_owner_only_used_next_shown_and_kept(
     assert "This session's model: `small-model`" in content(shown)
     await say(second, thread, key, "still there?")
     assert second.provider.models_seen[-1] == "small-model"
+
+
+def replies_and_summaries(messages: Any) -> Step:
+    if messages and messages[0].content == SUMMARY_SYSTEM:
+        return Step(text="Summary: the user keeps notes.")
+    return Step(text="noted")
+
+
+async def test_compact_on_demand_posts_a_notice_and_is_owner_only(start_bot: StartBot) -> None:
+    bot = await start_bot(replies_and_summaries, providers=PROVIDERS)
+    key, thread = await session(bot)
+    for text in ("first note", "second note"):
+        await say(bot, thread, key, text)
+    mallory = bot.fake.add_member(bot.world.guild, "mallory")
+
+    refused = await run(bot, mallory, "compact", thread)
+    assert (content(refused), ephemeral(refused)) == (NOT_OWNER, True)
+    done = await run(bot, bot.world.alice, "compact", thread, instructions="keep the notes")
+    assert content(done).startswith("Compacted: ")
+    await settle(bot, key)
+    notices = [m.content for m in bot.fake.messages_in(thread) if m.content.startswith("🗜️")]
+    assert len(notices) == 1
+    assert "asked with /compact" in notices[0]
+
+    await say(bot, thread, key, "third note")
+    read = [m for m in bot.provider.calls[-1] if m.role != "system"]
+    assert "Summary: the user keeps notes." in (read[0].content or "")
+    assert "keep notes" not in "".join(m.content or "" for m in read[1:])  # the task: summarised
