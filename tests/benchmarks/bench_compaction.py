@@ -116,7 +116,7 @@ async def main() -> None:
         f"({max(without_prompts) / WINDOW:.1f}x the window), last {without_prompts[-1]:,}"
     )
     print(
-        f"    compaction's own cost: {sum(costs):,} tokens in {compactions} summaries, "
+        f"    compaction's own cost: {sum(costs):,} tokens in {compactions} compactions, "
         f"{sum(costs) / TURNS:,.0f} tokens per turn"
     )
     print(f"    total prompt tokens: {sum(with_prompts):,} with, {sum(without_prompts):,} without")
