@@ -103,6 +103,7 @@ class ThreadboundClient(discord.Client):
             conversation_of(self.account_id, message.channel),
             message.content,
             author_id=str(message.author.id),
+            author_name=message.author.display_name,
         )
         if result is None:
             return

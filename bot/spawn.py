@@ -49,6 +49,7 @@ class SpawnCommand:
     task: str
     agent: str | None = None
     mode: Literal["run", "session"] = "run"
+    user_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ def plan(account: AccountRuntime, request: SpawnCommand) -> SpawnPlan:
         parent_session_key=here.target_session_key if here else None,  # asked from a thread
         requester=requester,
         requested_by=str(request.user_id),
+        requested_by_name=request.user_name,
         scope=str(request.guild_id),
     )
     return SpawnPlan(account, request, core, services.subagents.check(core))
@@ -142,7 +144,7 @@ async def _legacy(
             unsubscribe()
 
     unsubscribe = agent.subscribe(on_event)
-    await agent.send(request.task, author_id=str(request.user_id))
+    await agent.send(request.task, author_id=str(request.user_id), author_name=request.user_name)
     return SpawnResult(session_key, None, "Working on it; the answer will be posted here.")
 
 

@@ -56,6 +56,7 @@ class InboundRouter:
         text: str,
         *,
         author_id: str | None = None,
+        author_name: str | None = None,
         mode: Mode | None = None,
     ) -> InboundResult | None:
         """Deliver ``text``; None when the conversation is not bound (not ours to answer).
@@ -76,4 +77,5 @@ class InboundRouter:
             mode, text = parse_mode(text, default)
         agent = await self._agents.get(binding.target_session_key)
         entry = agent.follow_up if mode == "follow_up" else agent.steer
-        return InboundResult(binding, mode, await entry(text, author_id=author_id))
+        submission = await entry(text, author_id=author_id, author_name=author_name)
+        return InboundResult(binding, mode, submission)

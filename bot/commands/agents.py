@@ -56,6 +56,7 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
             guild_id=interaction.guild_id,
             channel=interaction.channel,  # type: ignore[arg-type]
             user_id=interaction.user.id,
+            user_name=interaction.user.display_name,
             task=task,
             agent=agent,
             mode=mode,

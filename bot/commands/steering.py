@@ -26,7 +26,11 @@ def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
         if record is None:
             return
         result = await account.services.inbound.handle(
-            record.conversation, message, author_id=str(interaction.user.id), mode=mode
+            record.conversation,
+            message,
+            author_id=str(interaction.user.id),
+            author_name=interaction.user.display_name,
+            mode=mode,
         )
         if result is None:  # the binding ended in between
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)

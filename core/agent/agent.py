@@ -193,20 +193,26 @@ class Agent:
 
     # -- entry points ----------------------------------------------------------
 
-    async def send(self, content: str, *, author_id: str | None = None) -> Submission:
+    async def send(
+        self, content: str, *, author_id: str | None = None, author_name: str | None = None
+    ) -> Submission:
         """Start a turn with this message; refused (AgentBusy) while a turn runs."""
         async with self._entry:
             if self.running:
                 raise AgentBusy(self.session_key)
-            return self._start("normal", "normal", content, author_id)
+            return self._start("normal", "normal", content, author_id, author_name)
 
-    async def steer(self, content: str, *, author_id: str | None = None) -> Submission:
+    async def steer(
+        self, content: str, *, author_id: str | None = None, author_name: str | None = None
+    ) -> Submission:
         """Redirect the running turn at its next safe point; idle, it starts a turn."""
-        return await self._submit("steer", content, author_id)
+        return await self._submit("steer", content, author_id, author_name)
 
-    async def follow_up(self, content: str, *, author_id: str | None = None) -> Submission:
+    async def follow_up(
+        self, content: str, *, author_id: str | None = None, author_name: str | None = None
+    ) -> Submission:
         """Queue for after the running turn; idle, it starts a turn."""
-        return await self._submit("follow_up", content, author_id)
+        return await self._submit("follow_up", content, author_id, author_name)
 
     async def resume(self) -> bool:
         """Start on queued messages (after a restart); False when idle with nothing queued.
@@ -230,16 +236,26 @@ class Agent:
             return True
 
     async def _submit(
-        self, mode: Literal["steer", "follow_up"], content: str, author_id: str | None
+        self,
+        mode: Literal["steer", "follow_up"],
+        content: str,
+        author_id: str | None,
+        author_name: str | None = None,
     ) -> Submission:
         async with self._entry:
             if not self.running:
                 # Nothing to steer or queue behind: deliver as an ordinary message,
                 # and keep what was asked for in the log.
-                return self._start(mode, "normal", content, author_id)
+                return self._start(mode, "normal", content, author_id, author_name)
             item_id = uuid.uuid4().hex
             await self.append(
-                MessageQueuedPayload(item_id=item_id, mode=mode, text=content, author_id=author_id)
+                MessageQueuedPayload(
+                    item_id=item_id,
+                    mode=mode,
+                    text=content,
+                    author_id=author_id,
+                    author_name=author_name,
+                )
             )
         self.emit(MessageQueued(self.session_key, item_id, mode, content))
         if mode == "steer":
@@ -249,9 +265,16 @@ class Agent:
         return Submission(requested=mode, delivered=None, queued_item_id=item_id)
 
     def _start(
-        self, requested: DeliveryMode, delivered: DeliveryMode, content: str, author: str | None
+        self,
+        requested: DeliveryMode,
+        delivered: DeliveryMode,
+        content: str,
+        author: str | None,
+        author_name: str | None = None,
     ) -> Submission:
-        self._spawn([PendingMessage(content, delivered, requested, author)])
+        self._spawn(
+            [PendingMessage(content, delivered, requested, author, author_name=author_name)]
+        )
         return Submission(requested=requested, delivered=delivered)
 
     # -- cancel ----------------------------------------------------------------
@@ -471,7 +494,8 @@ class Agent:
         if self.settings.follow_up_mode == "one-at-a-time":
             queue = queue[:1]
         return [
-            PendingMessage(m.text, "follow_up", "follow_up", m.author_id, m.item_id) for m in queue
+            PendingMessage(m.text, "follow_up", "follow_up", m.author_id, m.item_id, m.author_name)
+            for m in queue
         ]
 
     def _mark_idle(self) -> None:

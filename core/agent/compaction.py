@@ -206,8 +206,9 @@ async def compact(
         return None
     system = [ChatMessage(role="system", content=host.system_prompt)] if host.system_prompt else []
     earlier = [summary_message(summary)] if summary else []
-    everything = [*system, *earlier, *(to_message(e) for e in events)]
-    older = [to_message(e) for e in events[:cut]]
+    named = host.tree.people > 1
+    everything = [*system, *earlier, *(to_message(e, named=named) for e in events)]
+    older = [to_message(e, named=named) for e in events[:cut]]
     # Each request must fit the window with its answer: the older part goes in pieces
     # when it is long, each folded into the summary so far.
     budget = host.model_info.context_window - host.compaction.reserve_tokens - REQUEST_OVERHEAD
@@ -224,7 +225,7 @@ async def compact(
             cost_usd=None if used.cost_usd is None else (usage.cost_usd or 0) + used.cost_usd,
         )
         estimated = estimated or guessed
-    kept = [*system, summary_message(text), *(to_message(e) for e in events[cut:])]
+    kept = [*system, summary_message(text), *(to_message(e, named=named) for e in events[cut:])]
     before, after = estimate_prompt(everything), estimate_prompt(kept)
     items: list[AppendItem] = [
         as_item(

@@ -104,6 +104,7 @@ class PendingMessage:
     requested: DeliveryMode
     author_id: str | None = None
     queue_item_id: str | None = None
+    author_name: str | None = None
 
 
 class LoopHost(Protocol):
@@ -478,6 +479,7 @@ async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
                         delivered="steer",
                         requested="steer",
                         author_id=m.author_id,
+                        author_name=m.author_name,
                         queue_item_id=m.item_id,
                     )
                 ),
@@ -495,6 +497,7 @@ def _user_payload(message: PendingMessage) -> UserMessagePayload:
         text=message.text,
         requested_mode=message.requested,
         author_id=message.author_id,
+        author_name=message.author_name,
         queue_item_id=message.queue_item_id,
     )
 

@@ -87,10 +87,13 @@ class MessageDeriver:
         self._head: str | None = None
         self._messages: list[ChatMessage] = []
         self._open_calls: list[ToolCall] = []
+        self._named = False
 
     def derive(self, tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
         new = self._new_events(tree)
-        if new is None or any(e.type == "compaction" for e in new):
+        named = tree.people > 1  # a second person wrote: every message says who it is from
+        if new is None or named != self._named or any(e.type == "compaction" for e in new):
+            self._named = named
             self._rebuild(tree)
         else:
             for event in new:
@@ -127,7 +130,7 @@ class MessageDeriver:
         if event.type != "tool_result" and self._open_calls:
             self._messages.extend(_unanswered(self._open_calls))
             self._open_calls = []
-        message = to_message(event)
+        message = to_message(event, named=self._named)
         self._messages.append(message)
         if event.type == "assistant_message":
             self._open_calls = list(message.tool_calls)
@@ -149,11 +152,15 @@ def readable(tree: SessionTree) -> tuple[str | None, list[SessionEvent]]:
     return str(path[last].payload["summary"]), path[start:last] + path[last + 1 :]
 
 
-def to_message(event: SessionEvent) -> ChatMessage:
-    """One conversation event as the provider reads it."""
+def to_message(event: SessionEvent, *, named: bool = False) -> ChatMessage:
+    """One conversation event as the provider reads it; ``named``: a user message starts
+    with its author's display name (a thread where several people write)."""
     payload = event.payload
     if event.type == "user_message":
         text = payload["text"]
+        author = payload.get("author_name")
+        if named and author:
+            text = f"{author}: {text}"
         if event.delivery_mode == "steer":
             text = render_steering(text, steering_source(payload.get("author_id")))
         return ChatMessage(role="user", content=text)

@@ -27,7 +27,7 @@ class TurnState:
 
     __slots__ = ("allowed_tools", "approvals", "cached_tokens", "completion_tokens", "cost",
                  "decisions", "estimated", "follow_up", "interruption", "last_prompt_tokens",
-                 "model", "prompt_tokens", "running", "steering")  # fmt: skip
+                 "model", "people", "prompt_tokens", "running", "steering")  # fmt: skip
 
     def __init__(self) -> None:
         self.steering: dict[str, QueuedMessage] = {}
@@ -40,6 +40,8 @@ class TurnState:
         self.cached_tokens = 0
         self.last_prompt_tokens = 0
         self.estimated = False
+        self.people: set[str] = set()
+        """Ids of the people (not the bot) who wrote user messages."""
         self.model: tuple[str, str] | None = None
         """(provider, model) the session was switched to with /model, if it was."""
         self.approvals: dict[str, PendingApproval] = {}
@@ -72,6 +74,9 @@ class TurnState:
             self.follow_up.pop(item_id, None)
 
     def _on_user_message(self, event: SessionEvent) -> None:
+        author = event.payload.get("author_id")
+        if author and not str(author).startswith("system:"):
+            self.people.add(str(author))
         # A user message naming a queued item is that item, delivered.
         item_id = event.payload.get("queue_item_id")
         if item_id is not None:
@@ -136,6 +141,7 @@ class TurnState:
             text=payload["text"],
             author_id=payload.get("author_id"),
             queued_at=event.created_at,
+            author_name=payload.get("author_name"),
         )
 
     def _on_queue_moved(self, event: SessionEvent) -> None:

@@ -72,6 +72,9 @@ class UserMessagePayload(_Payload):
     requested_mode: DeliveryMode = "normal"
     author_id: str | None = None
     queue_item_id: str | None = None
+    author_name: str | None = None
+    """The author's display name when the message was written (the model reads it when
+    more than one person writes in the session)."""
 
 
 class ToolCallRecord(_Payload):
@@ -137,6 +140,7 @@ class MessageQueuedPayload(_Payload):
     mode: Literal["steer", "follow_up"]
     text: str
     author_id: str | None = None
+    author_name: str | None = None
 
 
 class QueueMovedPayload(_Payload):

@@ -36,6 +36,7 @@ class QueuedMessage(BaseModel):
     text: str
     author_id: str | None
     queued_at: datetime
+    author_name: str | None = None
 
 
 class SteerInterruption(BaseModel):

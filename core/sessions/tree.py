@@ -167,6 +167,11 @@ class SessionTree:
         return self._turns.usage
 
     @property
+    def people(self) -> int:
+        """How many people have written in this session (the bot's own messages aside)."""
+        return len(self._turns.people)
+
+    @property
     def model_choice(self) -> tuple[str, str] | None:
         """``(provider, model)`` chosen with ``/model`` (the latest), None if never."""
         return self._turns.model

@@ -79,6 +79,7 @@ class SpawnRequest:
     parent_session_key: str | None = None
     requester: ConversationRef | None = None
     requested_by: str | None = None
+    requested_by_name: str | None = None
     scope: str | None = None
     title: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -250,7 +251,11 @@ class SubagentService:
                 )
             )
             self._tell_started(record, binding, agent)
-            await agent.send(request.task, author_id=request.requested_by)
+            await agent.send(
+                request.task,
+                author_id=request.requested_by,
+                author_name=request.requested_by_name,
+            )
         except Exception as exc:
             await self._start_failed(record, binding, exc)
             raise

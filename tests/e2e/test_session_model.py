@@ -121,3 +121,27 @@ async def test_compact_on_demand_posts_a_notice_and_is_owner_only(start_bot: Sta
     read = [m for m in bot.provider.calls[-1] if m.role != "system"]
     assert "Summary: the user keeps notes." in (read[0].content or "")
     assert "keep notes" not in "".join(m.content or "" for m in read[1:])  # the task: summarised
+
+
+async def test_with_two_people_in_a_thread_the_model_reads_who_speaks(
+    start_bot: StartBot,
+) -> None:
+    bot = await start_bot(replies)
+    key, thread = await session(bot)
+    await say(bot, thread, key, "I'm alone here")
+    assert bot.provider.calls[-1][-1].content == "I'm alone here"  # one person: no names
+
+    bob = bot.fake.add_member(bot.world.guild, "bob")
+    calls = len(bot.provider.calls)
+    await bot.fake.user_says(thread, bob, "hello from bob")
+    async with asyncio.timeout(TIMEOUT):
+        await bot.provider.wait_calls(calls + 1)
+    await settle(bot, key)
+
+    read = [m.content for m in bot.provider.calls[-1] if m.role == "user"]
+    assert read[-1] == "bob: hello from bob"
+    assert read[-2] == "alice: I'm alone here"  # earlier messages get their names too
+    assert read[0] == "alice: keep notes"  # the task she spawned it with
+    agent = await bot.services.runtime.get(key)
+    authors = [e.payload["author_id"] for e in agent.tree.events if e.type == "user_message"]
+    assert authors[-1] == str(bob.id)  # the log keeps the id

@@ -68,6 +68,7 @@ class TestAppend:
             "requested_mode": "steer",
             "author_id": None,
             "queue_item_id": None,
+            "author_name": None,
         }
 
     async def test_append_many_keeps_order_in_one_go(
