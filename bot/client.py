@@ -9,6 +9,7 @@ from adapters.discord.ids import conversation_of
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
 from bot.approvals import setup_approvals
+from bot.attachments import read_attachments, tell_refused
 from bot.commands.agents import agents_group
 from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
@@ -18,6 +19,7 @@ from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
 from bot.handoffs import offer_missed_briefs, setup_handoffs
 from bot.wiring import Services
+from core.attachments import AttachmentRecord
 from core.logging import get_logger
 
 __all__ = ["MODE_MARKS", "ThreadboundClient", "intents"]
@@ -99,11 +101,26 @@ class ThreadboundClient(discord.Client):
         """A message in a bound thread goes to its agent; everything else is not ours."""
         if not self._from_a_person(message):
             return
+        conversation = conversation_of(self.account_id, message.channel)
+        files: list[AttachmentRecord] = []
+        if message.attachments:
+            binding = self.services.bindings.active_for_conversation(conversation)
+            if binding is None:
+                return
+            agent = await self.services.runtime.get(binding.target_session_key)
+            files, refused = await read_attachments(
+                message, self.services, vision=agent.model_info.vision
+            )
+            if refused:
+                await tell_refused(message, refused)
+            if not message.content.strip() and not files:
+                return  # nothing left to deliver
         result = await self.services.inbound.handle(
-            conversation_of(self.account_id, message.channel),
+            conversation,
             message.content,
             author_id=str(message.author.id),
             author_name=message.author.display_name,
+            attachments=files,
         )
         if result is None:
             return

@@ -20,6 +20,7 @@ from core.agent.factory import ProfileAgentFactory
 from core.agent.mcp_tools import referenced_tools
 from core.artifacts import builtin as _builtin_artifacts
 from core.artifacts.service import ArtifactService, artifact_tool_handler
+from core.attachments import AttachmentStore
 from core.bindings.adapter import AdapterRegistry
 from core.bindings.lifecycle import run_maintenance
 from core.bindings.records import ConversationRef
@@ -65,6 +66,7 @@ class Services:
     handoffs: HandoffService
     mcp: McpServers
     agent_factory: ProfileAgentFactory
+    attachments: AttachmentStore
     providers: dict[str, Provider] = field(default_factory=dict)
 
     _picked_up: asyncio.Future[None] | None = None
@@ -191,6 +193,7 @@ async def build_services(
     }
     default = next(iter(providers.values()), None) or NoProvider()
     mcp = McpServers(config.mcp_servers, env=env, clock=clock)
+    attachments = AttachmentStore(config.attachments_path())
     try:
         # Tool names the file spells out must exist: one clear line now, not a
         # confused model later. A server that cannot start is only logged.
@@ -220,6 +223,7 @@ async def build_services(
             provider_override=provider,
             mcp=mcp,
             clock=clock,
+            load_image=attachments.load,
         )
         runtime = SessionRuntime(
             sessions, factory, clock=clock, idle_evict_seconds=config.agent.idle_evict_seconds
@@ -264,6 +268,7 @@ async def build_services(
         handoffs=HandoffService(database, sessions, clock=clock),
         mcp=mcp,
         agent_factory=factory,
+        attachments=attachments,
         providers=providers,
     )
 

@@ -11,10 +11,12 @@ reaction, the status line).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from core.agent.agent import Agent, Submission
+from core.attachments import AttachmentRecord
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 
@@ -58,6 +60,7 @@ class InboundRouter:
         author_id: str | None = None,
         author_name: str | None = None,
         mode: Mode | None = None,
+        attachments: Sequence[AttachmentRecord] = (),
     ) -> InboundResult | None:
         """Deliver ``text``; None when the conversation is not bound (not ours to answer).
 
@@ -77,5 +80,7 @@ class InboundRouter:
             mode, text = parse_mode(text, default)
         agent = await self._agents.get(binding.target_session_key)
         entry = agent.follow_up if mode == "follow_up" else agent.steer
-        submission = await entry(text, author_id=author_id, author_name=author_name)
+        submission = await entry(
+            text, author_id=author_id, author_name=author_name, attachments=attachments
+        )
         return InboundResult(binding, mode, submission)

@@ -6,6 +6,7 @@ REST) and returns once the resulting events are written to every bot's socket.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fakediscord.commands import CommandRegistry, build_options
@@ -16,11 +17,14 @@ from fakediscord.interactions import (
     InteractionHandle,
     Interactions,
 )
-from fakediscord.models import Channel, Guild, Message, User
+from fakediscord.models import Attachment, Channel, Guild, Message, User
 from fakediscord.operations import Operations
 from fakediscord.state import State
 
-__all__ = ["UserActions", "object_id"]
+__all__ = ["UserActions", "UserFile", "object_id"]
+
+UserFile = tuple[str, bytes, str | None]
+"""A file a user uploads: ``(filename, data, content_type)``."""
 
 
 def object_id(value: int | Any) -> int:
@@ -45,11 +49,35 @@ class UserActions:
         return message
 
     async def user_says(
-        self, channel_id: Channel | int, user: User | int, content: str, **body: Any
+        self,
+        channel_id: Channel | int,
+        user: User | int,
+        content: str = "",
+        *,
+        files: Sequence[UserFile] | None = None,
+        **body: Any,
     ) -> Message:
-        """``user`` posts ``content`` (extra REST body keys allowed, e.g. ``embeds``)."""
+        """``user`` posts ``content`` (extra REST body keys allowed, e.g. ``embeds``).
+
+        ``files`` are ``(filename, data, content_type)`` tuples uploaded with the message;
+        each becomes an :class:`Attachment` served by the fake (its payload ``url``). With
+        files, ``content`` may be empty, as in Discord's client.
+        """
+        attachments = [
+            Attachment(
+                id=self.state.new_id(),
+                filename=filename,
+                size=len(data),
+                content_type=content_type,
+                data=bytes(data),
+            )
+            for filename, data, content_type in files or ()
+        ]
         message = self.ops.post_message(
-            object_id(channel_id), object_id(user), {"content": content, **body}
+            object_id(channel_id),
+            object_id(user),
+            {"content": content, **body},
+            attachments=attachments,
         )
         await self.gateway.drain()
         return message

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from fakediscord.models import (
     Application,
     ApplicationCommand,
+    Attachment,
     Channel,
     Guild,
     Member,
@@ -25,8 +27,11 @@ from fakediscord.models import (
 from fakediscord.state import State
 
 __all__ = [
+    "ATTACHMENTS",
     "application",
     "application_command",
+    "attachment",
+    "attachment_url",
     "channel",
     "guild_create",
     "member",
@@ -38,6 +43,8 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
+ATTACHMENTS = "/attachments"
+"""Path prefix under which the fake serves attachment files (Discord's CDN layout)."""
 
 
 def timestamp(value: datetime | None) -> str | None:
@@ -204,6 +211,31 @@ def _author(state: State, entity: Message) -> Json:
     }
 
 
+def attachment_url(state: State, channel_id: int, entity: Attachment) -> str:
+    """Where the fake serves the file: ``{base_url}/attachments/{channel}/{id}/{filename}``.
+
+    Discord's CDN URL shape, on the fake's own server (see :mod:`fakediscord.rest.cdn`),
+    so ``discord.Attachment.read()`` downloads the stored bytes without any internet.
+    """
+    filename = quote(entity.filename, safe="")
+    return f"{state.base_url}{ATTACHMENTS}/{channel_id}/{entity.id}/{filename}"
+
+
+def attachment(state: State, channel_id: int, entity: Attachment) -> Json:
+    """An attachment object; ``url`` and ``proxy_url`` both point at the fake."""
+    url = attachment_url(state, channel_id, entity)
+    return {
+        "id": str(entity.id),
+        "filename": entity.filename,
+        "size": entity.size,
+        "content_type": entity.content_type,
+        "url": url,
+        "proxy_url": url,
+        "width": None,
+        "height": None,
+    }
+
+
 def message(state: State, entity: Message, *, viewer_id: int | None = None) -> Json:
     """A message as ``viewer_id`` sees it (their own reactions come back with ``me``)."""
     payload: Json = {
@@ -217,17 +249,7 @@ def message(state: State, entity: Message, *, viewer_id: int | None = None) -> J
         "mention_everyone": entity.mention_everyone,
         "mentions": [user(state.users[i]) for i in entity.mention_ids if i in state.users],
         "mention_roles": [str(i) for i in entity.mention_role_ids],
-        "attachments": [
-            {
-                "id": str(a.id),
-                "filename": a.filename,
-                "size": a.size,
-                "content_type": a.content_type,
-                "url": f"https://cdn.discordapp.com/attachments/{entity.channel_id}/{a.id}/{a.filename}",
-                "proxy_url": f"https://media.discordapp.net/attachments/{entity.channel_id}/{a.id}/{a.filename}",
-            }
-            for a in entity.attachments
-        ],
+        "attachments": [attachment(state, entity.channel_id, a) for a in entity.attachments],
         "embeds": entity.embeds,
         "components": entity.components,
         "reactions": [

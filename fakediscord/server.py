@@ -96,6 +96,7 @@ class FakeDiscord(UserActions):
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.base_url = f"http://{host}:{port}"
+        self.state.base_url = self.base_url
         self.gateway_url = f"ws://{host}:{port}/gateway"
         self._api.gateway_url = self.gateway_url
 

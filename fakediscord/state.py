@@ -55,6 +55,9 @@ class State:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self.changed = Signal()
+        self.base_url = ""
+        """Where the server listens (``http://127.0.0.1:PORT``), set once it started; the
+        attachment URLs in payloads point here. Not saved: a restart may pick a new port."""
         self._ids = SnowflakeGenerator()
         self.users: dict[int, User] = {}
         self.bots: dict[str, BotAccount] = {}

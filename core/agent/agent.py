@@ -39,6 +39,7 @@ from core.agent.messages import MessageDeriver, unanswered_results
 from core.agent.policy import ContinuationHook, StopPolicy, default_should_continue
 from core.agent.tools import ToolRegistry
 from core.agent.usage import ModelInfo
+from core.attachments import AttachmentRecord
 from core.clock import Clock, SystemClock
 from core.config import AgentConfig
 from core.errors import ThreadboundError
@@ -88,6 +89,8 @@ class AgentSettings:
     approval_timeout_s: float = 600.0
     model_info: ModelInfo = field(default_factory=ModelInfo)
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    load_image: Callable[[str], bytes] | None = None
+    """Reads stored image attachments for the model (None: images are not sent)."""
 
     @classmethod
     def from_config(cls, config: AgentConfig, **profile: Any) -> AgentSettings:
@@ -168,7 +171,7 @@ class Agent:
         self._idle.set()
         self._listeners: list[Callable[[AgentEvent], None]] = []
         self._in_flight: set[asyncio.Future[Any]] = set()
-        self._deriver = MessageDeriver()
+        self._deriver = MessageDeriver(load_image=settings.load_image)
         self._clock: Clock = clock or SystemClock()
         # Calls waiting for a person, by tool call id; a decision sets the future.
         self._approvals: dict[str, asyncio.Future[ApprovalRecord]] = {}
@@ -194,25 +197,42 @@ class Agent:
     # -- entry points ----------------------------------------------------------
 
     async def send(
-        self, content: str, *, author_id: str | None = None, author_name: str | None = None
+        self,
+        content: str,
+        *,
+        author_id: str | None = None,
+        author_name: str | None = None,
+        attachments: Sequence[AttachmentRecord] = (),
     ) -> Submission:
         """Start a turn with this message; refused (AgentBusy) while a turn runs."""
         async with self._entry:
             if self.running:
                 raise AgentBusy(self.session_key)
-            return self._start("normal", "normal", content, author_id, author_name)
+            return self._start(
+                "normal", "normal", content, author_id, author_name, tuple(attachments)
+            )
 
     async def steer(
-        self, content: str, *, author_id: str | None = None, author_name: str | None = None
+        self,
+        content: str,
+        *,
+        author_id: str | None = None,
+        author_name: str | None = None,
+        attachments: Sequence[AttachmentRecord] = (),
     ) -> Submission:
         """Redirect the running turn at its next safe point; idle, it starts a turn."""
-        return await self._submit("steer", content, author_id, author_name)
+        return await self._submit("steer", content, author_id, author_name, attachments)
 
     async def follow_up(
-        self, content: str, *, author_id: str | None = None, author_name: str | None = None
+        self,
+        content: str,
+        *,
+        author_id: str | None = None,
+        author_name: str | None = None,
+        attachments: Sequence[AttachmentRecord] = (),
     ) -> Submission:
         """Queue for after the running turn; idle, it starts a turn."""
-        return await self._submit("follow_up", content, author_id, author_name)
+        return await self._submit("follow_up", content, author_id, author_name, attachments)
 
     async def resume(self) -> bool:
         """Start on queued messages (after a restart); False when idle with nothing queued.
@@ -241,12 +261,15 @@ class Agent:
         content: str,
         author_id: str | None,
         author_name: str | None = None,
+        attachments: Sequence[AttachmentRecord] = (),
     ) -> Submission:
         async with self._entry:
             if not self.running:
                 # Nothing to steer or queue behind: deliver as an ordinary message,
                 # and keep what was asked for in the log.
-                return self._start(mode, "normal", content, author_id, author_name)
+                return self._start(
+                    mode, "normal", content, author_id, author_name, tuple(attachments)
+                )
             item_id = uuid.uuid4().hex
             await self.append(
                 MessageQueuedPayload(
@@ -255,6 +278,7 @@ class Agent:
                     text=content,
                     author_id=author_id,
                     author_name=author_name,
+                    attachments=list(attachments),
                 )
             )
         self.emit(MessageQueued(self.session_key, item_id, mode, content))
@@ -271,10 +295,12 @@ class Agent:
         content: str,
         author: str | None,
         author_name: str | None = None,
+        attachments: tuple[AttachmentRecord, ...] = (),
     ) -> Submission:
-        self._spawn(
-            [PendingMessage(content, delivered, requested, author, author_name=author_name)]
+        pending = PendingMessage(
+            content, delivered, requested, author, author_name=author_name, attachments=attachments
         )
+        self._spawn([pending])
         return Submission(requested=requested, delivered=delivered)
 
     # -- cancel ----------------------------------------------------------------
@@ -494,7 +520,15 @@ class Agent:
         if self.settings.follow_up_mode == "one-at-a-time":
             queue = queue[:1]
         return [
-            PendingMessage(m.text, "follow_up", "follow_up", m.author_id, m.item_id, m.author_name)
+            PendingMessage(
+                m.text,
+                "follow_up",
+                "follow_up",
+                m.author_id,
+                m.item_id,
+                m.author_name,
+                m.attachments,
+            )
             for m in queue
         ]
 

@@ -54,7 +54,9 @@ class ProfileAgentFactory:
         provider_override: Provider | None = None,
         mcp: McpServers | None = None,
         clock: Clock | None = None,
+        load_image: Callable[[str], bytes] | None = None,
     ) -> None:
+        self._load_image = load_image
         self._config = config
         self._mcp = mcp
         self._clock: Clock = clock or SystemClock()
@@ -83,7 +85,10 @@ class ProfileAgentFactory:
         profile = self._config.agents.get(agent_id) if agent_id else None
         if profile is None:
             settings = AgentSettings.from_config(
-                self._config.agent, agent_name=agent_id, model_info=self._info_for(None)
+                self._config.agent,
+                agent_name=agent_id,
+                model_info=self._info_for(None),
+                load_image=self._load_image,
             )
             provider = self._override or self._default
             tools = self._registry(None, self._default_tools)
@@ -94,6 +99,7 @@ class ProfileAgentFactory:
                 model=profile.model or None,
                 agent_name=agent_id,
                 model_info=self._info_for(profile),
+                load_image=self._load_image,
             )
             provider = self._provider_for(profile)
             tools = self._registry(agent_id, lambda: self._tools_for(profile))

@@ -53,6 +53,7 @@ from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
 from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
 from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, priced
+from core.attachments import AttachmentRecord
 from core.errors import ProviderError
 from core.providers.types import (
     ChatMessage,
@@ -105,6 +106,7 @@ class PendingMessage:
     author_id: str | None = None
     queue_item_id: str | None = None
     author_name: str | None = None
+    attachments: tuple[AttachmentRecord, ...] = ()
 
 
 class LoopHost(Protocol):
@@ -480,6 +482,7 @@ async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
                         requested="steer",
                         author_id=m.author_id,
                         author_name=m.author_name,
+                        attachments=m.attachments,
                         queue_item_id=m.item_id,
                     )
                 ),
@@ -498,6 +501,7 @@ def _user_payload(message: PendingMessage) -> UserMessagePayload:
         requested_mode=message.requested,
         author_id=message.author_id,
         author_name=message.author_name,
+        attachments=list(message.attachments),
         queue_item_id=message.queue_item_id,
     )
 

@@ -10,10 +10,12 @@ synthetic one here, because providers reject a history with a dangling call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from base64 import b64encode
+from collections.abc import Callable, Sequence
 from html import escape
+from typing import Any
 
-from core.providers.types import ChatMessage, ToolCall
+from core.providers.types import ChatMessage, ImagePart, ToolCall
 from core.sessions.events import SessionEvent
 from core.sessions.payloads import ToolResultPayload
 from core.sessions.tree import SessionTree
@@ -31,6 +33,9 @@ __all__ = [
     "to_message",
     "unanswered_results",
 ]
+
+ImageLoader = Callable[[str], bytes]
+"""Reads a stored image copy by its name (:meth:`core.attachments.AttachmentStore.load`)."""
 
 SKIPPED_RESULT = "skipped: superseded by a steering message from the user"
 INTERRUPTED_RESULT = "not run: the turn was interrupted before this tool call finished"
@@ -83,7 +88,8 @@ class MessageDeriver:
     long turn rebuilt its whole history at every step.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, load_image: ImageLoader | None = None) -> None:
+        self._load_image = load_image
         self._head: str | None = None
         self._messages: list[ChatMessage] = []
         self._open_calls: list[ToolCall] = []
@@ -130,7 +136,7 @@ class MessageDeriver:
         if event.type != "tool_result" and self._open_calls:
             self._messages.extend(_unanswered(self._open_calls))
             self._open_calls = []
-        message = to_message(event, named=self._named)
+        message = to_message(event, named=self._named, load_image=self._load_image)
         self._messages.append(message)
         if event.type == "assistant_message":
             self._open_calls = list(message.tool_calls)
@@ -152,15 +158,22 @@ def readable(tree: SessionTree) -> tuple[str | None, list[SessionEvent]]:
     return str(path[last].payload["summary"]), path[start:last] + path[last + 1 :]
 
 
-def to_message(event: SessionEvent, *, named: bool = False) -> ChatMessage:
+def to_message(
+    event: SessionEvent, *, named: bool = False, load_image: ImageLoader | None = None
+) -> ChatMessage:
     """One conversation event as the provider reads it; ``named``: a user message starts
-    with its author's display name (a thread where several people write)."""
+    with its author's display name (a thread where several people write). Attached
+    text files follow the text; images become image parts (``load_image`` reads the
+    stored copies; without it, or when a copy is gone, the model is told so)."""
     payload = event.payload
     if event.type == "user_message":
         text = payload["text"]
         author = payload.get("author_name")
         if named and author:
             text = f"{author}: {text}"
+        text, images = _with_attachments(text, payload.get("attachments") or (), load_image)
+        if images:
+            return ChatMessage(role="user", content=text, images=images)
         if event.delivery_mode == "steer":
             text = render_steering(text, steering_source(payload.get("author_id")))
         return ChatMessage(role="user", content=text)
@@ -176,6 +189,28 @@ def to_message(event: SessionEvent, *, named: bool = False) -> ChatMessage:
         name=payload["name"],
         content=payload["content"],
     )
+
+
+def _with_attachments(
+    text: str, attachments: Sequence[dict[str, Any]], load_image: ImageLoader | None
+) -> tuple[str, tuple[ImagePart, ...]]:
+    parts = [text] if text else []
+    images: list[ImagePart] = []
+    for item in attachments:
+        name = escape(str(item.get("name", "")), quote=True)
+        if item.get("kind") == "text":
+            parts.append(f'<attachment name="{name}">\n{item.get("text") or ""}\n</attachment>')
+            continue
+        try:
+            data = load_image(str(item["stored"])) if load_image is not None else None
+        except (OSError, ValueError, KeyError):
+            data = None
+        if data is None:
+            parts.append(f'<attachment name="{name}">[image no longer available]</attachment>')
+        else:
+            parts.append(f'<attachment name="{name}">[image {len(images) + 1}]</attachment>')
+            images.append(ImagePart(mime=str(item["mime"]), data_base64=b64encode(data).decode()))
+    return "\n\n".join(parts), tuple(images)
 
 
 def _unanswered(calls: Sequence[ToolCall]) -> list[ChatMessage]:

@@ -120,6 +120,10 @@ class Config(TomlTable):
             return url
         return f"{prefix}{(self._base_dir / database).as_posix()}{sep}{query}"
 
+    def attachments_path(self) -> Path:
+        """The directory of stored attachment copies, absolute."""
+        return self._base_dir / self.store.attachments_dir
+
     def json_log_path(self) -> Path | None:
         """Where JSON log lines go (relative to ``base_dir``), or None when disabled with ``""``."""
         if not self.logging.json_file:

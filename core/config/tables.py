@@ -210,6 +210,8 @@ class StoreConfig(TomlTable):
 
     url: str = "sqlite:///threadbound.db"
     busy_timeout_ms: int = Field(default=5000, gt=0)
+    attachments_dir: str = Field(default="attachments", min_length=1)
+    """Where copies of images people attach are kept (relative: to the config's directory)."""
 
     @field_validator("url")
     @classmethod
@@ -277,6 +279,8 @@ class AgentConfig(TomlTable):
     less is compacted first."""
     keep_recent_tokens: int = Field(default=8192, ge=0)
     """How much of the recent conversation a compaction keeps word for word."""
+    attachment_text_max_bytes: int = Field(default=200_000, ge=1)
+    """A text file attached in a bound thread reaches the model up to this size."""
 
     @field_validator("tools")
     @classmethod

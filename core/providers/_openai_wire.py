@@ -76,6 +76,17 @@ def encode_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
         elif message.role == "tool":
             item["tool_call_id"] = message.tool_call_id
             item["content"] = message.content or ""
+        elif message.images:  # OpenAI's content parts: the text, then each picture
+            item["content"] = [
+                {"type": "text", "text": message.content or ""},
+                *(
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:{image.mime};base64,{image.data_base64}"},
+                    }
+                    for image in message.images
+                ),
+            ]
         else:
             item["content"] = message.content or ""
             if message.name:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 __all__ = [
     "ChatMessage",
+    "ImagePart",
     "Provider",
     "ProviderEvent",
     "StreamDone",
@@ -49,6 +50,13 @@ class ToolCall(_Value):
     arguments: str
 
 
+class ImagePart(_Value):
+    """A picture in a user message: its MIME type and its bytes, base64-encoded."""
+
+    mime: str
+    data_base64: str
+
+
 class ChatMessage(_Value):
     """A provider-neutral chat message.
 
@@ -62,9 +70,13 @@ class ChatMessage(_Value):
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    images: tuple[ImagePart, ...] = ()
+    """Pictures (user messages only), for models that read images."""
 
     @model_validator(mode="after")
     def _fields_fit_role(self) -> ChatMessage:
+        if self.images and self.role != "user":
+            raise ValueError(f"only user messages carry images, not {self.role!r} ones")
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r} ones")
         if self.role == "tool" and not self.tool_call_id:

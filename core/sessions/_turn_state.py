@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from core.attachments import AttachmentRecord
 from core.sessions.events import SessionEvent
 from core.sessions.snapshot import (
     ApprovalRecord,
@@ -142,6 +143,9 @@ class TurnState:
             author_id=payload.get("author_id"),
             queued_at=event.created_at,
             author_name=payload.get("author_name"),
+            attachments=tuple(
+                AttachmentRecord.model_validate(a) for a in payload.get("attachments") or ()
+            ),
         )
 
     def _on_queue_moved(self, event: SessionEvent) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.attachments import AttachmentRecord
 from core.errors import SessionError
 from core.sessions.events import DeliveryMode, EventKind
 
@@ -75,6 +76,8 @@ class UserMessagePayload(_Payload):
     author_name: str | None = None
     """The author's display name when the message was written (the model reads it when
     more than one person writes in the session)."""
+    attachments: list[AttachmentRecord] = []
+    """Files that reached the model with it (see :mod:`core.attachments`)."""
 
 
 class ToolCallRecord(_Payload):
@@ -141,6 +144,7 @@ class MessageQueuedPayload(_Payload):
     text: str
     author_id: str | None = None
     author_name: str | None = None
+    attachments: list[AttachmentRecord] = []
 
 
 class QueueMovedPayload(_Payload):

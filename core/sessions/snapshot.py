@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from core.attachments import AttachmentRecord
 from core.sessions.events import SessionEvent
 
 __all__ = [
@@ -37,6 +38,7 @@ class QueuedMessage(BaseModel):
     author_id: str | None
     queued_at: datetime
     author_name: str | None = None
+    attachments: tuple[AttachmentRecord, ...] = ()
 
 
 class SteerInterruption(BaseModel):

@@ -18,6 +18,7 @@ from core.providers import (
     ToolSpec,
     Usage,
 )
+from core.providers.types import ImagePart
 from tests.fixtures.fake_llm import FakeLLM, Reply, chunk, text_reply, tool_delta
 from tests.fixtures.providers import MakeProvider, collect, texts, tool_calls
 
@@ -55,6 +56,26 @@ class TestStreaming:
         )
         request = llm.requests[-1]
         assert request.json["stream_options"] == {"include_usage": True}
+
+    async def test_images_go_as_content_parts(
+        self, llm: FakeLLM, make_provider: MakeProvider
+    ) -> None:
+        """A user message with a picture is sent as text and image_url parts (a data URL)."""
+        llm.add(text_reply("a cat"))
+        message = ChatMessage(
+            role="user",
+            content="what is this?",
+            images=(ImagePart(mime="image/png", data_base64="iVBORw0KGgo="),),
+        )
+        await collect(make_provider(), [message])
+        sent = llm.requests[-1].json["messages"][-1]
+        assert sent == {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ],
+        }
 
     async def test_tool_calls_split_and_interleaved_are_assembled_by_index(
         self, llm: FakeLLM, make_provider: MakeProvider

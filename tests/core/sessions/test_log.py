@@ -69,6 +69,7 @@ class TestAppend:
             "author_id": None,
             "queue_item_id": None,
             "author_name": None,
+            "attachments": [],
         }
 
     async def test_append_many_keeps_order_in_one_go(
