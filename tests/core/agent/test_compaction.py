@@ -21,6 +21,7 @@ from core.agent.usage import ModelInfo, estimate_prompt
 from core.errors import ProviderError
 from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ChatMessage, ToolCall
+from core.sessions.export import export_html
 from core.sessions.log import SessionLog
 from core.store import Database
 from tests.fixtures.agents import sqlite_database
@@ -181,6 +182,9 @@ async def test_compact_on_demand_and_continue_from_before_it(db: Database) -> No
     assert mark.payload["instructions"] == "keep the facts"
     after = agent.derive_messages()
     assert len(after) < len(before)
+    page = export_html(agent.tree)  # the node, and its summary, in the export
+    assert "🗜️ compaction" in page
+    assert "Facts so far: FACT-1" in page
     assert "Facts so far: FACT-1" in (after[0].content or "")
 
     first_user = next(e for e in agent.tree.events if e.type == "assistant_message")
