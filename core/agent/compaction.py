@@ -29,12 +29,18 @@ from typing import Final, Literal, Protocol
 
 from core.agent.events import Compacted
 from core.agent.messages import readable, summary_message, to_message
-from core.agent.usage import ModelInfo, estimate_message, estimate_prompt, estimate_text, priced
+from core.agent.usage import (
+    ModelInfo,
+    estimate_message,
+    estimate_prompt,
+    estimate_text,
+    usage_payload,
+)
 from core.errors import ProviderError
 from core.providers.types import ChatMessage, Provider, StreamDone, TextDelta, Usage
 from core.sessions.events import SessionEvent
 from core.sessions.log import AppendItem, as_item
-from core.sessions.payloads import CompactionPayload, UsagePayload
+from core.sessions.payloads import CompactionPayload
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -242,14 +248,12 @@ async def compact(
     ]
     items.append(
         as_item(
-            UsagePayload(
-                turn_id=turn_id or f"compact-{uuid.uuid4().hex}",
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_usd=priced(usage, host.model_info),
-                cached_tokens=usage.cached_tokens,
-                estimated=estimated,
+            usage_payload(
+                turn_id or f"compact-{uuid.uuid4().hex}",
+                usage,
+                host.model_info,
                 model=host.model,
+                estimated=estimated,
                 purpose="compaction",
             )
         )

@@ -52,7 +52,7 @@ from core.agent.events import (
 from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
 from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
-from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, priced
+from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, usage_payload
 from core.attachments import AttachmentRecord
 from core.errors import ProviderError
 from core.providers.types import (
@@ -76,7 +76,6 @@ from core.sessions.payloads import (
     ToolResultPayload,
     TurnEndedPayload,
     TurnStartedPayload,
-    UsagePayload,
     UserMessagePayload,
 )
 from core.sessions.tree import ApprovalRecord, QueuedMessage, SessionTree
@@ -318,15 +317,7 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     ]
     items.append(
         as_item(
-            UsagePayload(
-                turn_id=turn_id,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_usd=priced(usage, host.model_info),
-                cached_tokens=usage.cached_tokens,
-                estimated=estimated,
-                model=host.model,
-            )
+            usage_payload(turn_id, usage, host.model_info, model=host.model, estimated=estimated)
         )
     )
     await host.append_many(items)

@@ -19,12 +19,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from core.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from core.providers.types import ChatMessage, ToolSpec, Usage
+from core.sessions.payloads import UsagePayload
 
-__all__ = ["CHARS_PER_TOKEN", "ModelInfo", "estimate_prompt", "estimate_text", "priced"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "ModelInfo",
+    "estimate_prompt",
+    "estimate_text",
+    "priced",
+    "usage_payload",
+]
 
 CHARS_PER_TOKEN: Final = 4
 MESSAGE_OVERHEAD: Final = 4
@@ -79,3 +87,25 @@ def priced(usage: Usage, info: ModelInfo) -> float | None:
         usage.prompt_tokens * info.input_usd_per_mtok
         + usage.completion_tokens * info.output_usd_per_mtok
     ) / 1_000_000
+
+
+def usage_payload(
+    turn_id: str,
+    usage: Usage,
+    info: ModelInfo,
+    *,
+    model: str | None,
+    estimated: bool,
+    purpose: Literal["turn", "compaction"] = "turn",
+) -> UsagePayload:
+    """The ``usage`` event of one model call, priced."""
+    return UsagePayload(
+        turn_id=turn_id,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=priced(usage, info),
+        cached_tokens=usage.cached_tokens,
+        estimated=estimated,
+        model=model,
+        purpose=purpose,
+    )

@@ -8,9 +8,9 @@ script from the conversation alone, so it is stateless and deterministic:
 
 - each turn works in ``steps`` steps; every step streams a short line of text in
   small chunks and then calls the ``sleep`` tool for ``sleep_seconds``;
-- when the playground's demo MCP server is offered, the first step calls one of
-  its tools instead: ``…__write_note`` when the task mentions a note (a call
-  that needs approval, so the buttons show), else ``…__roll_dice``;
+- when the playground's demo MCP server is offered, the turn first calls one of
+  its tools: ``…__write_note`` when the task mentions a note (a call that needs
+  approval, so the buttons show), else ``…__roll_dice``; the sleeping steps follow;
 - a steering message (the loop renders it as ``<steering …>text</steering>``) is
   acknowledged in the next step's text: "changing course";
 - after ``steps`` tool results the turn ends with a final answer that quotes the
@@ -102,7 +102,10 @@ def plan_reply(
 ) -> DemoPlan:
     """Decide the next answer from the conversation alone (pure, for tests)."""
     turn = _current_turn(messages)
-    done = sum(1 for m in turn if m.role == "tool")
+    # Only sleeping steps count: a demo tool call comes before them and keeps the time to
+    # steer that the sleeping steps give.
+    done = sum(1 for m in turn if m.role == "tool" and m.name in (None, "sleep"))
+    used_tools = any(m.role == "tool" and m.name not in (None, "sleep") for m in turn)
     asks = [m.content or "" for m in turn if m.role == "user" and _steering_text(m) is None]
     steers = [t for m in turn if m.role == "user" and (t := _steering_text(m)) is not None]
     last = next((m for m in reversed(turn) if m.role != "tool"), None)
@@ -122,21 +125,20 @@ def plan_reply(
     step = done + 1
     if fresh_steer:
         text = f"{LABEL} Steering received: changing course to {_quote(steers[-1])}. "
-    elif step == 1:
+    elif step == 1 and not used_tools:
         text = f"{LABEL} Working on {task}. "
     else:
         text = f"{LABEL} Continuing. "
-    if step == 1 and not fresh_steer:
+    if step == 1 and not fresh_steer and not used_tools:
         wanted = asks[-1] if asks else ""
         note = _offered(tools, "__write_note") if "note" in wanted.lower() else None
         dice = _offered(tools, "__roll_dice")
         if note is not None:
             arguments = json.dumps({"text": " ".join(wanted.split())[:200]})
-            note_text = text + f"Step 1/{steps}: writing that down."
-            return DemoPlan(note_text, False, step, note, arguments)
+            return DemoPlan(text + "First, writing that down.", False, step, note, arguments)
         if dice is not None:
             arguments = json.dumps({"sides": 20})
-            return DemoPlan(text + f"Step 1/{steps}: rolling a die.", False, step, dice, arguments)
+            return DemoPlan(text + "First, rolling a die.", False, step, dice, arguments)
     text += f"Step {step}/{steps}: thinking for a moment…"
     return DemoPlan(text=text, sleep=True, step=step)
 
