@@ -16,7 +16,7 @@ import structlog
 
 from adapters.discord.endpoints import use_endpoints
 from adapters.discord.manager import ManagerRegistry
-from bot.client import ThreadboundClient
+from bot.client import client_for
 from bot.wiring import Services, build_services
 from core.config import Config
 from core.errors import ThreadboundError
@@ -58,7 +58,7 @@ async def run_bot(config: Config) -> int:
         console=config.logging.console,
         secrets=tokens.values(),
     )
-    services = await build_services(config)
+    services = await build_services(config, single_process=True)
     try:
         return await _serve(services, tokens)
     finally:
@@ -77,7 +77,7 @@ async def _serve(services: Services, tokens: dict[str, str]) -> int:
     endpoints = services.config.discord
     use_endpoints(endpoints.api_base_url or None, endpoints.gateway_url or None)
     managers = ManagerRegistry()
-    clients = [ThreadboundClient(account, services, managers) for account in tokens]
+    clients = [client_for(account, services, managers) for account in tokens]
     status = 0
     try:
         async with asyncio.TaskGroup() as group:

@@ -22,7 +22,13 @@ from bot.wiring import Services
 from core.attachments import AttachmentRecord
 from core.logging import get_logger
 
-__all__ = ["MODE_MARKS", "ThreadboundClient", "intents"]
+__all__ = [
+    "MODE_MARKS",
+    "ShardedThreadboundClient",
+    "ThreadboundClient",
+    "client_for",
+    "intents",
+]
 
 _log = get_logger("bot.client")
 
@@ -38,7 +44,11 @@ def intents() -> discord.Intents:
 
 
 class ThreadboundClient(discord.Client):
-    """One per configured account; everything it uses comes from :class:`Services`."""
+    """One per configured account; everything it uses comes from :class:`Services`.
+
+    One gateway connection; :class:`ShardedThreadboundClient` is the same bot
+    over several (see :func:`client_for`).
+    """
 
     def __init__(
         self,
@@ -51,8 +61,13 @@ class ThreadboundClient(discord.Client):
     ) -> None:
         # The default of every send, edit, interaction answer and webhook message made
         # through this client: user and model text echoed by the bot never pings anyone.
+        shards = services.config.discord
         super().__init__(
-            intents=client_intents or intents(), allowed_mentions=discord.AllowedMentions.none()
+            intents=client_intents or intents(),
+            allowed_mentions=discord.AllowedMentions.none(),
+            # read by AutoShardedClient (ShardedThreadboundClient) only
+            shard_count=shards.shard_count,
+            shard_ids=shards.shard_ids,
         )
         self.account_id = account_id
         self.services = services
@@ -94,6 +109,7 @@ class ThreadboundClient(discord.Client):
             "bot.ready",
             account=self.account_id,
             guilds=len(self.guilds),
+            shards=self.services.shards.describe(),
             live_bindings=len(self.services.bindings),
         )
 
@@ -141,3 +157,17 @@ class ThreadboundClient(discord.Client):
         if message.webhook_id is not None:
             return False
         return not message.author.bot or self.services.config.discord.allow_bots
+
+
+class ShardedThreadboundClient(ThreadboundClient, discord.AutoShardedClient):
+    """The bot over discord.py's sharded client: ``[discord] shard_count`` shards in
+    all, of which this process connects ``shard_ids`` (unset: every one). Discord
+    sends each shard only its guilds' events, so processes splitting the shards
+    never both see one event."""
+
+
+def client_for(account_id: str, services: Services, managers: ManagerRegistry) -> ThreadboundClient:
+    """The client for the configuration: sharded once ``[discord] shard_count`` is set."""
+    if services.config.discord.shard_count is not None:
+        return ShardedThreadboundClient(account_id, services, managers)
+    return ThreadboundClient(account_id, services, managers)

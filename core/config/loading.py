@@ -331,6 +331,26 @@ def check_agent_references(config: Config, source: str) -> None:
         _check_mcp_servers(config, config.agent.tools, "agent.tools", source)
 
 
+def check_store_for_shards(config: Config, source: str) -> None:
+    """SQLite serves one process: shards split over several processes need PostgreSQL."""
+    if config.store.url.startswith("postgresql"):
+        return
+    if config.store.schema_:
+        raise ConfigError(
+            source, "store.schema", "no schema with SQLite (it is for PostgreSQL)", "set"
+        )
+    ids, count = config.discord.shard_ids, config.discord.shard_count
+    if ids is not None and count is not None and len(ids) < count:
+        raise ConfigError(
+            source,
+            "discord.shard_ids",
+            "every shard (0 to shard_count - 1) while the store is SQLite, which serves "
+            "one process; to split shards over several processes use PostgreSQL "
+            '([store] url = "postgresql+asyncpg://user@host/db")',
+            f"{len(ids)} of {count} shards",
+        )
+
+
 def _check_mcp_servers(config: Config, tools: list[str], where: str, source: str) -> None:
     """``mcp:<server>`` must name a ``[mcp_servers.<server>]`` table of the same file."""
     for name in tools:
@@ -357,6 +377,7 @@ def _build(
         # from None: pydantic's own message would echo the offending input value.
         raise _config_error_from_validation(exc, source) from None
     check_agent_references(config, source)
+    check_store_for_shards(config, source)
     config._config_path = config_path
     config._base_dir = config_path.parent if config_path is not None else Path.cwd()
     for account_id in config.account_ids():

@@ -212,6 +212,12 @@ class StoreConfig(TomlTable):
     busy_timeout_ms: int = Field(default=5000, gt=0)
     attachments_dir: str = Field(default="attachments", min_length=1)
     """Where copies of images people attach are kept (relative: to the config's directory)."""
+    schema_: str = Field(default="", alias="schema", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,62})?$")
+    """PostgreSQL only: the schema holding every table (it must exist); "" is the default
+    search path. Several deployments can then share one database."""
+    lease_seconds: Seconds = 30.0
+    """How long work a process has taken (a completion being posted, a running session)
+    stays its own without renewal: after a crash, another process takes it over then."""
 
     @field_validator("url")
     @classmethod
@@ -305,6 +311,31 @@ class DiscordEndpointsConfig(TomlTable):
     """Inactivity after which Discord archives a thread the bot opened (the values it allows)."""
     show_tool_calls: Literal["compact", "off"] = "compact"
     """Show each tool call as one line in the agent's streamed message, or not at all."""
+    shard_count: int | None = Field(default=None, ge=1, le=4096)
+    """How many gateway shards the bot has in all; unset: Discord's recommendation."""
+    shard_ids: list[int] | None = None
+    """The shards this process connects; unset: every shard (one process)."""
+
+    @model_validator(mode="after")
+    def _shards_in_range(self) -> DiscordEndpointsConfig:
+        if self.shard_ids is None:
+            return self
+        if self.shard_count is None:
+            raise invalid_value(
+                "shard_ids together with shard_count (the total over every process)",
+                "shard_count is not set",
+            )
+        if not self.shard_ids:
+            raise invalid_value("at least one shard id", "an empty list")
+        if len(set(self.shard_ids)) != len(self.shard_ids):
+            raise invalid_value("each shard id once", "a shard id is repeated")
+        wrong = [i for i in self.shard_ids if not 0 <= i < self.shard_count]
+        if wrong:
+            raise invalid_value(
+                f"shard ids from 0 to {self.shard_count - 1} (shard_count - 1)",
+                f"got {', '.join(map(str, wrong))}",
+            )
+        return self
 
     @field_validator("api_base_url", "gateway_url")
     @classmethod
