@@ -11,12 +11,17 @@ request, so it goes on waiting (:meth:`SessionRuntime.resume_waiting`).
 Idle agents are evicted to bound memory; an agent whose task crashes is
 rebuilt from the log, a few times at most before the runtime gives up on that
 session and says so in the logs.
+
+With several bot processes over one store, an agent in memory is work this
+process has taken: given :class:`core.leases.Leases`, starting one takes the
+session's lease (refused while another live process holds it) and eviction
+gives it back, so two processes never run one session's actor at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -26,18 +31,31 @@ from core.agent.loop import resumable_turn
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
 from core.clock import Clock, SystemClock
 from core.errors import SessionError
+from core.leases import Leases
 from core.logging import get_logger
 from core.sessions.log import SessionLog, as_item
 from core.sessions.payloads import TurnInterruptedPayload
 from core.sessions.tree import SessionTree
 
-__all__ = ["AgentFactory", "SessionRuntime"]
+__all__ = ["AgentFactory", "SessionBusy", "SessionRuntime"]
 
 _log = get_logger("core.runtime")
 
 AgentFactory = Callable[[SessionTree, SessionLog, Callable[[Agent, BaseException], None]], Agent]
 """Builds the agent of a session (provider, tools, settings by its profile), given
 its rehydrated tree, the log, and the crash callback to pass to ``Agent``."""
+
+
+class SessionBusy(SessionError):
+    """Another live bot process runs this session's agent (it holds the lease)."""
+
+    def __init__(self, session_key: str, holder: str) -> None:
+        self.holder = holder
+        super().__init__(
+            f"session {session_key!r} is running in another bot process ({holder}); "
+            "it moves to this one only if that process stops",
+            session_key=session_key,
+        )
 
 
 @dataclass(slots=True)
@@ -58,8 +76,10 @@ class SessionRuntime:
         idle_evict_seconds: float = 900.0,
         max_restarts: int = 3,
         restart_window_seconds: float = 300.0,
+        leases: Leases | None = None,
     ) -> None:
         self._log = log
+        self._leases = leases
         self._factory = factory
         self.clock: Clock = clock or SystemClock()
         self._idle_evict = timedelta(seconds=idle_evict_seconds)
@@ -100,6 +120,7 @@ class SessionRuntime:
             async with lock:
                 entry = self._entries.get(session_key)
                 if entry is None:
+                    await self._take_lease(session_key)
                     agent = await self._start(session_key)
                     entry = _Entry(agent, self.clock.now())
                     self._entries[session_key] = entry
@@ -109,6 +130,13 @@ class SessionRuntime:
         finally:
             if not lock.locked() and self._starting.get(session_key) is lock:
                 del self._starting[session_key]  # one lock per key would grow forever
+
+    async def _take_lease(self, session_key: str) -> None:
+        if self._leases is None:
+            return
+        holder = await self._leases.take("session", session_key)
+        if holder is not None:
+            raise SessionBusy(session_key, holder)
 
     async def reload(self, session_key: str, /) -> Agent:
         """Drop the resident agent and start a fresh one from the log; returns it.
@@ -153,13 +181,20 @@ class SessionRuntime:
         if isinstance(event, TurnEnded | TurnCancelled):
             self.touch(event.session_key)
 
-    async def resume_waiting(self) -> int:
+    async def resume_waiting(self, include: Callable[[str], Awaitable[bool]] | None = None) -> int:
         """Start the agents whose turn waits for an approval (at start-up), so their
-        timeouts run again; returns how many."""
-        keys = await self._log.awaiting_approval()
-        for key in keys:
-            await self.get(key)
-        return len(keys)
+        timeouts run again; returns how many. ``include`` picks this process's
+        sessions; one another live process runs stays with it."""
+        resumed = 0
+        for key in await self._log.awaiting_approval():
+            if include is not None and not await include(key):
+                continue
+            try:
+                await self.get(key)
+            except SessionBusy:
+                continue
+            resumed += 1
+        return resumed
 
     async def _close_interrupted_turn(self, tree: SessionTree) -> None:
         turn_id = tree.running_turn_id
@@ -227,11 +262,20 @@ class SessionRuntime:
             entry.last_used = self.clock.now()
 
     async def run_maintenance(self, *, interval_seconds: float = 60.0) -> None:
-        """Evict idle agents forever, on the runtime's clock."""
+        """Evict idle agents forever, on the runtime's clock, giving their leases back."""
         while True:
             await self.clock.sleep(interval_seconds)
             for key in self.evict_idle():
                 _log.info("session.evicted", session_key=key)
+                await self._give_back(key)
+
+    async def _give_back(self, session_key: str) -> None:
+        """Release an evicted session's lease, unless it was started again meanwhile."""
+        if self._leases is None or session_key in self._entries:
+            return
+        await self._leases.release("session", session_key)
+        if session_key in self._entries or session_key in self._starting:
+            await self._leases.take("session", session_key)  # restarted during the release
 
     async def close(self) -> None:
         """Stop running turns, keeping their queues, so a restart resumes them cleanly;

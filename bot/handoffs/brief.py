@@ -93,6 +93,8 @@ async def offer_missed_briefs(account: AccountRuntime) -> None:
         conversation = record.conversation
         if conversation.channel != "discord" or conversation.account_id != account.account_id:
             continue
+        if not services.bindings.mine(record):
+            continue  # another process's guild: that process offers it
         agent_id = record.metadata.get("agent")
         profile = services.config.agents.get(agent_id or "")
         if profile is None or not profile.handoff_to:

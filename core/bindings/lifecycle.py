@@ -36,12 +36,13 @@ def expiry_reason(record: SessionBindingRecord, now: datetime) -> ExpiryReason |
 async def sweep(service: SessionBindingService) -> list[SessionBindingRecord]:
     """End every binding past a deadline; returns the ones that ended.
 
+    Only bindings of this process's guilds: another process sweeps its own.
     Candidates are chosen from one snapshot, then each goes through
     :meth:`SessionBindingService.expire`, which re-reads it first: ending one
     binding awaits its farewell, and a touch to the next may land meanwhile.
     """
     now = service.clock.now()
-    candidates = [r.binding_id for r in service.live() if r.expiry_reason(now)]
+    candidates = [r.binding_id for r in service.live() if r.expiry_reason(now) and service.mine(r)]
     expired: list[SessionBindingRecord] = []
     for binding_id in candidates:
         ended = await service.expire(binding_id)

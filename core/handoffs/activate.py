@@ -35,7 +35,7 @@ from core.errors import HandoffError, ThreadboundError
 from core.handoffs.activation import HandoffRecord, may_activate
 from core.handoffs.service import HandoffService, movable
 from core.logging import get_logger
-from core.runtime import SessionRuntime
+from core.runtime import SessionBusy, SessionRuntime
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -221,17 +221,28 @@ def _answered_since_activation(tree: SessionTree, handoff_id: str) -> bool:
     return False
 
 
-async def finish_accepted(*, handoffs: HandoffService, runtime: SessionRuntime) -> int:
+async def finish_accepted(
+    *,
+    handoffs: HandoffService,
+    runtime: SessionRuntime,
+    include: Callable[[str], Awaitable[bool]] | None = None,
+) -> int:
     """At start-up: complete the accepted handoffs whose new agent has answered.
 
     A process that stopped after the new agent answered (or while it worked:
     its queued input resumes with the session) left them ``accepted``. One
     whose input never reached the new agent stays accepted. Returns how many
-    were completed.
+    were completed. ``include`` picks the sessions this process answers for
+    (its guilds); a session another live process runs is left to that one.
     """
     completed = 0
     for handoff in await handoffs.accepted():
-        agent = await runtime.get(handoff.session_key)
+        if include is not None and not await include(handoff.session_key):
+            continue
+        try:
+            agent = await runtime.get(handoff.session_key)
+        except SessionBusy:
+            continue
         await agent.wait_idle()
         agent = await runtime.get(handoff.session_key)
         if not _answered_since_activation(agent.tree, handoff.id):

@@ -13,6 +13,7 @@ the list on an empty database always yields the current schema.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from core.store.tables import (
     CompletionDeliveryRow,
     ConfigOverrideRow,
     HandoffRow,
+    LeaseRow,
     SchemaVersionRow,
     SessionBranchRow,
     SessionEventRow,
@@ -65,12 +67,17 @@ def _v5_subagents(conn: Connection) -> None:
         table_of(table).create(conn)
 
 
+def _v6_leases(conn: Connection) -> None:
+    table_of(LeaseRow).create(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
     Migration(3, "runtime config overrides per scope", _v3_config_overrides),
     Migration(4, "handoffs between agents, current state", _v4_handoffs),
     Migration(5, "subagents and the completion delivery outbox", _v5_subagents),
+    Migration(6, "leases: work a bot process has taken, until when", _v6_leases),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -79,6 +86,8 @@ _VERSIONS = table_of(SchemaVersionRow)
 
 class _Runner(Protocol):
     def run(self, fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]: ...
+
+    def advisory_lock(self, name: str) -> AbstractAsyncContextManager[None]: ...
 
 
 def _read_version(conn: Connection) -> int:
@@ -114,12 +123,15 @@ async def migrate(database: _Runner) -> int:
 
     Each step commits with its ``schema_version`` row, so a crash between
     steps leaves a database at a known version that the next start finishes.
+    Bot processes starting together on PostgreSQL migrate one at a time, under
+    an advisory lock: the first does the work, the others find it done.
     """
-    await database.run(_ensure_version_table)
-    found = await current_version(database)
-    if found > SCHEMA_VERSION:
-        raise SchemaVersionError(found, SCHEMA_VERSION)
-    for step in MIGRATIONS:
-        if step.version > found:
-            await database.run(_apply, step)
+    async with database.advisory_lock("threadbound.migrate"):
+        await database.run(_ensure_version_table)
+        found = await current_version(database)
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(found, SCHEMA_VERSION)
+        for step in MIGRATIONS:
+            if step.version > found:
+                await database.run(_apply, step)
     return SCHEMA_VERSION

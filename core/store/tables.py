@@ -34,6 +34,7 @@ __all__ = [
     "CompletionDeliveryRow",
     "ConfigOverrideRow",
     "HandoffRow",
+    "LeaseRow",
     "SchemaVersionRow",
     "SessionBranchRow",
     "SessionEventRow",
@@ -246,6 +247,24 @@ class CompletionDeliveryRow(SQLModel, table=True):
     delivered_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
+
+
+class LeaseRow(SQLModel, table=True):
+    """Work one bot process has taken, and until when it is that process's.
+
+    ``kind`` says what ``key`` names (``completion``: an outbox row being
+    delivered; ``session``: a session whose agent runs in that process). The
+    owner renews its leases while it lives; once ``expires_at`` is past,
+    another process may take the work over. See :mod:`core.leases`.
+    """
+
+    __tablename__ = "leases"
+    __table_args__ = (Index("ix_leases_owner", "owner"),)
+
+    kind: str = Field(sa_column=Column(String(16), primary_key=True))
+    key: str = Field(sa_column=Column(String(300), primary_key=True))
+    owner: str = Field(sa_column=Column(String(100), nullable=False))
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
 def table_of(model: type[SQLModel]) -> Table:

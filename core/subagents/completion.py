@@ -82,6 +82,9 @@ class TaskCompletion:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def watching(self, session_key: str) -> bool:
+        return session_key in self._watching
+
     def watch(self, record: SubagentRecord) -> None:
         """See ``record``'s task through, once per session at a time."""
         if record.session_key in self._watching:

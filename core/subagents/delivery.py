@@ -9,9 +9,13 @@ through the channel's sink and marks the row ``delivered``. A failed post
 puts the row back to ``pending`` and is retried on the clock; a restart
 finds what was not delivered and posts it.
 
-A process that died after the channel accepted a post but before the row
-said ``delivered`` leaves the row ``sending``; the restart marks it
-``uncertain``, and its delivery first asks the sink whether the same
+Every row not yet delivered is under its process's lease
+(:mod:`core.leases`), renewed while that process lives: another process
+never touches it. A process that died loses its leases when they expire,
+and whichever process then runs :meth:`CompletionDelivery.recover` for
+that guild takes the row over. A row the dead process left ``sending`` (the
+channel may have accepted the post before the row said ``delivered``)
+becomes ``uncertain``, and its delivery first asks the sink whether the same
 announcement is already in the destination (posted since the completion
 was recorded). Found, the row is marked delivered without a second post.
 """
@@ -23,10 +27,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from sqlalchemy import Connection
+
 from core import log_events
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
+from core.leases import Leases
 from core.log_events import DeliveryPath
 from core.logging import get_logger
 from core.registry import PerAccount
@@ -100,6 +107,7 @@ class CompletionDelivery:
         clock: Clock | None = None,
         max_attempts: int = 5,
         retry_seconds: float = 5.0,
+        leases: Leases | None = None,
     ) -> None:
         self._db = database
         self._router = router
@@ -108,12 +116,14 @@ class CompletionDelivery:
         self.clock: Clock = clock or SystemClock()
         self._max_attempts = max_attempts
         self._retry_seconds = retry_seconds
-        self._in_flight: set[str] = set()
+        self.leases = leases or Leases(database, clock=self.clock)
 
     async def record(
         self, completion_id: str, session_key: str, outcome: Outcome, result: str
     ) -> bool:
-        """Put a completion in the outbox; False if this completion id is already there."""
+        """Put a completion in the outbox, under our lease; False if this completion id
+        is already there."""
+        now = self.clock.now()
         return await self._db.run(
             lambda conn: repository.insert_completion(
                 conn,
@@ -121,17 +131,22 @@ class CompletionDelivery:
                 session_key=session_key,
                 outcome=outcome,
                 result=result,
-                at=self.clock.now(),
+                at=now,
+                owner=self.leases.owner,
+                until=self.leases.until(),
             )
         )
 
     async def recover(self) -> list[PendingCompletion]:
-        """At start-up: the completions a previous process recorded but did not post.
+        """The completions no live process is delivering: a previous or dead process's.
 
-        Posts this process has in flight are left alone: only a dead process's
-        ``sending`` rows become ``uncertain``.
+        Rows under a live lease, this process's own included, are left alone;
+        a dead process's ``sending`` rows become ``uncertain``.
         """
-        return await self._db.run(repository.recover_pending, frozenset(self._in_flight))
+        now = self.clock.now()
+        return await self._db.run(
+            lambda conn: repository.recover_pending(conn, owner=self.leases.owner, now=now)
+        )
 
     async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
@@ -139,10 +154,9 @@ class CompletionDelivery:
         Returns True when this call posted it.
         """
         while True:
-            row = await self._db.run(repository.claim, completion_id)
+            row = await self._db.run(self._claim, completion_id, self.clock.now())
             if row is None:
                 return False  # delivered, being delivered, or given up on
-            self._in_flight.add(completion_id)
             try:
                 await self._post(row, subagent)
             except DeliveryError as exc:
@@ -159,14 +173,21 @@ class CompletionDelivery:
                     ),
                     _log,
                 )
-                await self._db.run(repository.release, completion_id, give_up)
+                await self._db.run(self._release, completion_id, give_up)
                 if give_up:
                     return False
                 await self.clock.sleep(self._retry_seconds * row.attempts)
                 continue
-            finally:
-                self._in_flight.discard(completion_id)
             return True
+
+    def _claim(
+        self, conn: Connection, completion_id: str, now: datetime
+    ) -> PendingCompletion | None:
+        until = now + self.leases.ttl
+        return repository.claim(conn, completion_id, owner=self.leases.owner, now=now, until=until)
+
+    def _release(self, conn: Connection, completion_id: str, give_up: bool) -> None:
+        repository.release(conn, completion_id, give_up, owner=self.leases.owner)
 
     async def _post(self, row: PendingCompletion, subagent: SubagentRecord) -> None:
         resolution = self._router.resolve_destination(
@@ -318,5 +339,6 @@ class CompletionDelivery:
                 destination=destination,
                 message_id=posted.message_id,
                 at=self.clock.now(),
+                owner=self.leases.owner,
             )
         )

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from core import leases
 from core.store.tables import CompletionDeliveryRow, SubagentRow, table_of
 from core.subagents.records import Outcome, SubagentRecord
 
@@ -96,8 +97,11 @@ def insert_completion(
     outcome: str,
     result: str,
     at: datetime,
+    owner: str,
+    until: datetime,
 ) -> bool:
-    """Record a completion to deliver; False when this completion id was recorded before."""
+    """Record a completion to deliver, under ``owner``'s lease; False when this
+    completion id was recorded before."""
     try:
         with conn.begin_nested():
             conn.execute(
@@ -113,14 +117,20 @@ def insert_completion(
             )
     except IntegrityError:
         return False
+    leases.take(conn, "completion", completion_id, owner=owner, now=at, until=until)
     return True
 
 
-def claim(conn: Connection, completion_id: str) -> PendingCompletion | None:
-    """Move a ``pending`` or ``uncertain`` completion to ``sending``; only the caller
-    that wins gets its row, with ``uncertain`` telling whether it may be posted already."""
+def claim(
+    conn: Connection, completion_id: str, *, owner: str, now: datetime, until: datetime
+) -> PendingCompletion | None:
+    """Move a ``pending`` or ``uncertain`` completion to ``sending`` under ``owner``'s
+    lease; only the caller that wins gets its row, with ``uncertain`` telling whether it
+    may be posted already. Another process's live lease means it is theirs: None."""
     row = conn.execute(select(_D).where(_D.c.completion_id == completion_id)).first()
     if row is None or row.status not in ("pending", "uncertain"):
+        return None
+    if leases.take(conn, "completion", completion_id, owner=owner, now=now, until=until):
         return None
     moved = conn.execute(
         update(_D)
@@ -143,7 +153,9 @@ def mark_delivered(
     destination: str,
     message_id: str | None,
     at: datetime,
+    owner: str,
 ) -> None:
+    leases.release(conn, "completion", completion_id, owner=owner)
     conn.execute(
         update(_D)
         .where(_D.c.completion_id == completion_id)
@@ -158,8 +170,11 @@ def mark_delivered(
     )
 
 
-def release(conn: Connection, completion_id: str, give_up: bool) -> None:
-    """A failed attempt: back to ``pending`` for a retry, or ``failed`` for good."""
+def release(conn: Connection, completion_id: str, give_up: bool, *, owner: str) -> None:
+    """A failed attempt: back to ``pending`` for a retry (still under our lease: the
+    retry is ours), or ``failed`` for good."""
+    if give_up:
+        leases.release(conn, "completion", completion_id, owner=owner)
     conn.execute(
         update(_D)
         .where(_D.c.completion_id == completion_id)
@@ -167,27 +182,33 @@ def release(conn: Connection, completion_id: str, give_up: bool) -> None:
     )
 
 
-def recover_pending(
-    conn: Connection, in_flight: frozenset[str] = frozenset()
-) -> list[PendingCompletion]:
-    """At start-up: completions not delivered yet, oldest first.
+def recover_pending(conn: Connection, *, owner: str, now: datetime) -> list[PendingCompletion]:
+    """Completions no live process is delivering: at start-up, and when leases expire.
 
-    A row left ``sending`` belonged to a process that died mid-post: the post
-    may have reached the channel. It becomes ``uncertain``, and whoever claims
-    it looks in the destination before posting. ``in_flight`` are this
-    process's own posts under way: they are not a dead process's and are
-    left as they are.
+    A row no process holds a live lease on was left by a process that died
+    (or stopped). Left ``sending``, its post may have reached the channel: it
+    becomes ``uncertain``, and whoever claims it looks in the destination
+    before posting. Rows under a live lease (ours, or a running neighbour's)
+    are left as they are.
     """
-    stale = update(_D).where(_D.c.status == "sending")
-    if in_flight:
-        stale = stale.where(_D.c.completion_id.not_in(in_flight))
-    conn.execute(stale.values(status="uncertain"))
+    unowned = leases.is_free("completion", _D.c.completion_id, owner=owner, now=now)
+    mine = (
+        select(leases.LEASES.c.key)
+        .where(
+            leases.LEASES.c.kind == "completion",
+            leases.LEASES.c.key == _D.c.completion_id,
+            leases.LEASES.c.owner == owner,
+        )
+        .exists()
+    )
+    orphaned = (unowned, ~mine)
+    conn.execute(update(_D).where(_D.c.status == "sending", *orphaned).values(status="uncertain"))
     rows = conn.execute(
         select(_D)
-        .where(_D.c.status.in_(("pending", "uncertain")))
+        .where(_D.c.status.in_(("pending", "uncertain")), *orphaned)
         .order_by(_D.c.created_at, _D.c.completion_id)
     )
-    return [PendingCompletion.of(row) for row in rows if row.completion_id not in in_flight]
+    return [PendingCompletion.of(row) for row in rows]
 
 
 def delivery_statuses(conn: Connection) -> dict[str, str]:

@@ -37,9 +37,10 @@ from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile, agent_displa
 from core.errors import FeatureDisabled, ThreadboundError
 from core.handoffs.activation import may_activate
 from core.logging import get_logger
-from core.runtime import SessionRuntime
+from core.runtime import SessionBusy, SessionRuntime
 from core.sessions.log import AppendItem, SessionLog, as_item
 from core.sessions.tree import SessionTree
+from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
 from core.subagents import repository
 from core.subagents.completion import FinishedObserver, TaskCompletion
@@ -115,8 +116,11 @@ class SubagentService:
         threads_allowed: ThreadsAllowed,
         clock: Clock | None = None,
         timeout_seconds: float | None = None,
+        shards: ShardSet = EVERY_SHARD,
     ) -> None:
         self._db = database
+        self._shards = shards
+        self._spawning: set[str] = set()
         self._sessions = sessions
         self._runtime = runtime
         self._bindings = bindings
@@ -125,7 +129,7 @@ class SubagentService:
         self._threads_allowed = threads_allowed
         self.clock: Clock = clock or SystemClock()
         self._observers: list[StartedObserver] = []
-        self._recovery: asyncio.Future[None] | None = None
+        self._recovery: asyncio.Future[int] | None = None
         self._completion = TaskCompletion(
             runtime,
             bindings,
@@ -219,6 +223,13 @@ class SubagentService:
         """
         agent_id = self.check(request)
         key = f"{SUBAGENT_PREFIX}{uuid.uuid4().hex[:12]}"
+        self._spawning.add(key)  # not the recovery's to resume while it starts here
+        try:
+            return await self._spawn(key, agent_id, request)
+        finally:
+            self._spawning.discard(key)
+
+    async def _spawn(self, key: str, agent_id: str | None, request: SpawnRequest) -> Spawned:
         now = self.clock.now()
         record = SubagentRecord(
             session_key=key,
@@ -346,22 +357,58 @@ class SubagentService:
         (a second account's client, a test) knows the pick-up has been scheduled.
         """
         if self._recovery is None:
-            self._recovery = asyncio.ensure_future(self._recover())
+            self._recovery = asyncio.ensure_future(self.recover())
         await asyncio.shield(self._recovery)
 
-    async def _recover(self) -> None:
-        records = {r.session_key: r for r in await self.list()}
+    async def recover(self) -> int:
+        """Take over the work of this process's guilds that no live process holds.
+
+        At start-up that is what a previous process left; later (see
+        :meth:`keep_recovering`) what a process that died leaves once its
+        leases expire. Work under a live lease, and this process's own, is
+        never touched. Returns how many pieces of work were taken.
+        """
+        taken = 0
         for row in await self.delivery.recover():
-            record = records.get(row.session_key)
-            if record is None:
+            record = await self.get(row.session_key)
+            if record is None or not self._shards.owns_scope(record.scope):
                 continue
             self._completion.run(self._completion.finish(record, row.completion_id))
-        for record in records.values():
-            if record.state in ("starting", "running"):
-                self._completion.run(self._resume(record))
+            taken += 1
+        for record in await self.list("starting", "running"):
+            key = record.session_key
+            if not self._shards.owns_scope(record.scope) or self._here(key):
+                continue
+            self._completion.run(self._resume(record))
+            taken += 1
+        return taken
+
+    def _here(self, session_key: str) -> bool:
+        """Whether this process already looks after the subagent."""
+        return (
+            session_key in self._spawning
+            or self._completion.watching(session_key)
+            or self._runtime.peek(session_key) is not None
+        )
+
+    async def keep_recovering(self, interval_seconds: float) -> None:
+        """Run :meth:`recover` every ``interval_seconds`` until cancelled, so a dead
+        process's work is finished soon after its leases expire."""
+        while True:
+            await self.clock.sleep(interval_seconds)
+            try:
+                taken = await self.recover()
+            except Exception:  # a store that is briefly away: try again next time
+                _log.warning("subagent.recovery_failed", exc_info=True)
+                continue
+            if taken:
+                _log.info("subagent.recovered", count=taken)
 
     async def _resume(self, record: SubagentRecord) -> None:
-        agent = await self._runtime.get(record.session_key)
+        try:
+            agent = await self._runtime.get(record.session_key)
+        except SessionBusy:
+            return  # a live process runs it; if that one dies, a later recovery takes it
         binding = self.binding_of(record.session_key)
         self._tell_started(record, binding, agent)
         self._completion.watch(record)

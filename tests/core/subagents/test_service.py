@@ -300,6 +300,8 @@ class TestRecovery:
         assert first.sink.posts == []
         await first.close()
         await first.database.close()
+        # Killed, it never released its leases: they must expire before another takes over.
+        await clock.advance(first.service.delivery.leases.ttl.total_seconds())
 
         second = await harness(await open_store(), clock, lambda _m: Step(text="again"))
         try:
@@ -339,6 +341,7 @@ class TestDiedMidPost:
         assert list(statuses.values()) == ["sending"]
         await first.close()
         await first.database.close()
+        await clock.advance(delivery.leases.ttl.total_seconds())  # the dead process's leases
         del delivery
         first.sink.post_bound = real_post  # type: ignore[method-assign]
         return first.sink

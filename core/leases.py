@@ -1,0 +1,179 @@
+"""Leases: work a bot process has taken, owned until an expiry it keeps renewing.
+
+With several processes over one store, "this completion is being posted" or
+"this session's agent runs here" must name *who* and *until when*: a process
+that is killed holds its work forever otherwise, and one that merely restarts
+cannot tell its own dead predecessor's work from a live neighbour's. A lease
+row says both. Its owner renews every lease it holds in one statement, a
+third of the lease time apart; a process that stops renewing (it died, or
+hangs) loses its leases when they expire, and whichever process owns that
+work's guild then takes it over.
+
+Taking a lease is a compare-and-set: free, expired, or already ours. The
+functions taking ``conn`` are units of work for :meth:`Database.run`, so an
+outbox claim can take its lease in the same transaction as its status move.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from datetime import datetime, timedelta
+from typing import Literal
+
+from sqlalchemy import ColumnElement, Connection, and_, delete, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from core.clock import Clock, SystemClock
+from core.logging import get_logger
+from core.store.database import Database
+from core.store.tables import LeaseRow, table_of
+
+__all__ = [
+    "LEASES",
+    "LeaseKind",
+    "Leases",
+    "is_free",
+    "new_owner_id",
+    "release",
+    "take",
+]
+
+_log = get_logger("core.leases")
+LEASES = table_of(LeaseRow)
+_L = LEASES
+
+LeaseKind = Literal["completion", "session"]
+
+
+def new_owner_id() -> str:
+    """A name for this process that no other process, and no later run, shares."""
+    return f"{socket.gethostname()[:40]}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+def take(
+    conn: Connection, kind: LeaseKind, key: str, *, owner: str, now: datetime, until: datetime
+) -> str | None:
+    """Take or extend the lease; None when it is ours now, else the live holder's name."""
+    try:
+        with conn.begin_nested():
+            conn.execute(_L.insert().values(kind=kind, key=key, owner=owner, expires_at=until))
+        return None
+    except IntegrityError:
+        pass
+    moved = conn.execute(
+        update(_L)
+        .where(
+            _L.c.kind == kind,
+            _L.c.key == key,
+            or_(_L.c.owner == owner, _L.c.expires_at <= now),
+        )
+        .values(owner=owner, expires_at=until)
+    )
+    if moved.rowcount == 1:
+        return None
+    holder = conn.execute(select(_L.c.owner).where(_L.c.kind == kind, _L.c.key == key)).scalar()
+    return str(holder) if holder is not None else "another process"
+
+
+def release(conn: Connection, kind: LeaseKind, key: str, *, owner: str) -> None:
+    """Give the lease up (only our own: a lease taken over by another stays theirs)."""
+    conn.execute(delete(_L).where(_L.c.kind == kind, _L.c.key == key, _L.c.owner == owner))
+
+
+def is_free(
+    kind: LeaseKind, key_column: ColumnElement[str], *, owner: str, now: datetime
+) -> ColumnElement[bool]:
+    """A SQL condition: no live lease of another process on ``key_column``'s row.
+
+    For queries that look for work to take over, joined per row, so the check
+    and the read are one statement.
+    """
+    live = (
+        select(_L.c.key)
+        .where(
+            _L.c.kind == kind,
+            _L.c.key == key_column,
+            and_(_L.c.expires_at > now, _L.c.owner != owner),
+        )
+        .exists()
+    )
+    return ~live
+
+
+def _renew(conn: Connection, owner: str, until: datetime) -> int:
+    renewed = conn.execute(update(_L).where(_L.c.owner == owner).values(expires_at=until))
+    return int(renewed.rowcount)
+
+
+def _release_all(conn: Connection, owner: str) -> int:
+    return int(conn.execute(delete(_L).where(_L.c.owner == owner)).rowcount)
+
+
+def _holders(conn: Connection, kind: LeaseKind, now: datetime) -> dict[str, str]:
+    rows = conn.execute(
+        select(_L.c.key, _L.c.owner).where(_L.c.kind == kind, _L.c.expires_at > now)
+    )
+    return {str(key): str(owner) for key, owner in rows}
+
+
+class Leases:
+    """This process's leases: taken, renewed while it runs, released when it stops."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        ttl_seconds: float = 30.0,
+        owner: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._db = database
+        self.owner = owner or new_owner_id()
+        self.clock: Clock = clock or SystemClock()
+        self.ttl = timedelta(seconds=ttl_seconds)
+
+    def until(self) -> datetime:
+        """When a lease taken or renewed now expires."""
+        return self.clock.now() + self.ttl
+
+    async def take(self, kind: LeaseKind, key: str) -> str | None:
+        """Take the lease; None on success, else who holds it."""
+        now = self.clock.now()
+        holder: str | None = await self._db.run(
+            lambda conn: take(conn, kind, key, owner=self.owner, now=now, until=now + self.ttl)
+        )
+        return holder
+
+    async def release(self, kind: LeaseKind, key: str) -> None:
+        await self._db.run(lambda conn: release(conn, kind, key, owner=self.owner))
+
+    async def holders(self, kind: LeaseKind) -> dict[str, str]:
+        """Keys of ``kind`` under a live lease, and whose (ours included)."""
+        now = self.clock.now()
+        held: dict[str, str] = await self._db.run(lambda conn: _holders(conn, kind, now))
+        return held
+
+    async def renew(self) -> int:
+        """Push every lease of ours to a full lease time from now; returns how many."""
+        until = self.until()
+        renewed: int = await self._db.run(lambda conn: _renew(conn, self.owner, until))
+        return renewed
+
+    async def keep_alive(self) -> None:
+        """Renew a third of the lease time apart, until cancelled. A failed renewal is
+        logged and retried: a store that is briefly away must not cost the leases."""
+        interval = self.ttl.total_seconds() / 3
+        while True:
+            await self.clock.sleep(interval)
+            try:
+                await self.renew()
+            except Exception:
+                _log.warning("leases.renew_failed", owner=self.owner, exc_info=True)
+
+    async def close(self) -> None:
+        """Let go of everything: a clean stop hands its work over at once, not on expiry."""
+        released = await self._db.run(lambda conn: _release_all(conn, self.owner))
+        if released:
+            _log.info("leases.released", owner=self.owner, count=released)
