@@ -31,6 +31,7 @@ from core.errors import ProviderError
 from core.handoffs.activate import finish_accepted
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
+from core.leases import Leases
 from core.logging import get_logger
 from core.mcp import McpServers
 from core.overrides import RuntimeOverrides
@@ -39,7 +40,9 @@ from core.providers.types import ChatMessage, Provider, ProviderEvent, ToolSpec
 from core.routing import BoundDeliveryRouter
 from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
+from core.sharding import ShardSet
 from core.store import Database, open_database
+from core.store.changes import ChangeFeed
 from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, SubagentService
 from core.subagents.tool import spawn_tool_handler
 
@@ -67,9 +70,14 @@ class Services:
     mcp: McpServers
     agent_factory: ProfileAgentFactory
     attachments: AttachmentStore
+    leases: Leases
+    shards: ShardSet
+    changes: ChangeFeed | None = None
+    """Other processes' changes to bindings and overrides (PostgreSQL only)."""
     providers: dict[str, Provider] = field(default_factory=dict)
 
     _picked_up: asyncio.Future[None] | None = None
+    _closed: bool = False
 
     async def pick_up(self) -> None:
         """What a previous process left unfinished, picked up once per process: undelivered
@@ -81,18 +89,39 @@ class Services:
 
     async def _pick_up(self) -> None:
         await self.subagents.start()
-        done = await finish_accepted(handoffs=self.handoffs, runtime=self.runtime)
+        done = await finish_accepted(
+            handoffs=self.handoffs, runtime=self.runtime, include=self.owns_session
+        )
         if done:
             _log.info("handoffs.completed_at_start", count=done)
-        waiting = await self.runtime.resume_waiting()
+        waiting = await self.runtime.resume_waiting(self.owns_session)
         if waiting:
             _log.info("approvals.resumed_at_start", sessions=waiting)
 
+    async def owns_session(self, session_key: str) -> bool:
+        """Whether this process answers for the session: its guild is on our shards.
+
+        A subagent's guild is its record's scope; any other session's, that of
+        the thread it is bound to. A session in no guild is shard 0's.
+        """
+        record = await self.subagents.get(session_key)
+        if record is not None:
+            return self.shards.owns_scope(record.scope)
+        binding = self.subagents.binding_of(session_key)
+        return self.shards.owns_scope(binding.metadata.get("guild_id") if binding else None)
+
     async def maintain(self) -> None:
         """The upkeep a running bot needs, until cancelled: binding touches flushed and
-        expiries swept, idle agents evicted (their state is in the log)."""
+        expiries swept, idle agents evicted (their state is in the log), leases
+        renewed, a dead process's work taken over when its leases expire, and
+        other processes' changes heard."""
         settings = self.config.bindings
+        lease_seconds = self.leases.ttl.total_seconds()
         async with asyncio.TaskGroup() as group:
+            group.create_task(self.leases.keep_alive())
+            group.create_task(self.subagents.keep_recovering(lease_seconds / 2))
+            if self.changes is not None:
+                group.create_task(self.changes.run())
             group.create_task(
                 run_maintenance(
                     self.bindings,
@@ -108,7 +137,11 @@ class Services:
         return self.subagents.delivery.sinks
 
     async def close(self) -> None:
-        """Stop turns (keeping queues), land session writes, flush touches, close the store."""
+        """Stop turns (keeping queues), land session writes, flush touches, give the
+        leases back, close the store. Closing twice does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             await self.subagents.close()
             await self.runtime.close()
@@ -119,6 +152,7 @@ class Services:
                 if closing is not None:
                     await closing()
             await self.bindings.close()
+            await self.leases.close()  # handed over at once, not when they expire
         finally:
             await self.database.close()
 
@@ -180,11 +214,13 @@ async def build_services(
     clock: Clock | None = None,
     env: Mapping[str, str] | None = None,
     provider: Provider | None = None,
+    single_process: bool = False,
 ) -> Services:
     """Open the store (migrating it) and build the services over it, indexes loaded.
 
     ``provider`` replaces the configured one (tests, the playground's demo model);
-    otherwise the first ``[providers.<name>]`` table is used.
+    otherwise the first ``[providers.<name>]`` table is used. ``single_process``
+    (the bot's own start) refuses a SQLite file another bot process runs on.
     """
     clock = clock or SystemClock()
     env = os.environ if env is None else env
@@ -202,8 +238,15 @@ async def build_services(
     except BaseException:
         await mcp.close()
         raise
-    database = await open_database(config.store_url(), busy_timeout_ms=config.store.busy_timeout_ms)
+    shards = ShardSet.of(config.discord.shard_count, config.discord.shard_ids)
+    database = await open_database(
+        config.store_url(),
+        busy_timeout_ms=config.store.busy_timeout_ms,
+        pg_schema=config.store.schema_ or None,
+        single_process=single_process,
+    )
     try:
+        leases = Leases(database, ttl_seconds=config.store.lease_seconds, clock=clock)
         adapters = AdapterRegistry()
         overrides = RuntimeOverrides(database, config, clock=clock)
         await overrides.start()
@@ -212,6 +255,7 @@ async def build_services(
             adapters=adapters,
             clock=clock,
             lifecycle_defaults=lifecycle_defaults_for(overrides),
+            shards=shards,
         )
         await bindings.start()
         sessions = SessionLog(database, clock=clock)
@@ -226,7 +270,11 @@ async def build_services(
             load_image=attachments.load,
         )
         runtime = SessionRuntime(
-            sessions, factory, clock=clock, idle_evict_seconds=config.agent.idle_evict_seconds
+            sessions,
+            factory,
+            clock=clock,
+            idle_evict_seconds=config.agent.idle_evict_seconds,
+            leases=leases,
         )
         router = BoundDeliveryRouter(bindings, clock=clock)
         subagents = SubagentService(
@@ -240,11 +288,13 @@ async def build_services(
                 SinkRegistry(),
                 name_of=lambda r: config.display_name(r.agent),
                 clock=clock,
+                leases=leases,
             ),
             profiles=config.agents,
             threads_allowed=threads_allowed_for(overrides),
             clock=clock,
             timeout_seconds=config.agent.subagent_timeout_seconds or None,
+            shards=shards,
         )
         artifacts = ArtifactService(sessions)
         factory.attach_spawn(spawn_tool_handler(subagents))
@@ -269,8 +319,37 @@ async def build_services(
         mcp=mcp,
         agent_factory=factory,
         attachments=attachments,
+        leases=leases,
+        shards=shards,
+        changes=_change_feed(config, database, bindings, overrides),
         providers=providers,
     )
+
+
+def _change_feed(
+    config: Config,
+    database: Database,
+    bindings: SessionBindingService,
+    overrides: RuntimeOverrides,
+) -> ChangeFeed | None:
+    """On PostgreSQL, what other processes change reaches this one's memory."""
+    if database.dialect != "postgresql":
+        return None  # SQLite: this is the only process
+    feed = ChangeFeed(
+        config.store_url(), schema=config.store.schema_ or None, origin=database.origin
+    )
+
+    async def binding_changed(message: Mapping[str, Any]) -> None:
+        await bindings.reload_binding(str(message.get("id")))
+
+    async def override_changed(_message: Mapping[str, Any]) -> None:
+        await overrides.reload()
+
+    feed.on("binding", binding_changed)
+    feed.on("override", override_changed)
+    feed.on_resync(bindings.reload)
+    feed.on_resync(overrides.reload)
+    return feed
 
 
 def _tool_lists(config: Config) -> list[list[str]]:

@@ -7,8 +7,10 @@ the value of the flag's type), persisted, applied at once (reads come from
 memory), and audited as one ``config.changed`` log event with who changed
 it, the old value and the new one.
 
-Several bot processes on one PostgreSQL store see each other's changes only
-after a restart: overrides are read into memory at start.
+A scope is a guild id, or :data:`EVERY_SERVER` (``*``) for an override
+that applies in every server (a server's own override still wins there).
+Several bot processes share one PostgreSQL store: a change is announced
+(:mod:`core.store.changes`) and every other process reloads its overrides.
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ from core.config import (
 from core.config import resolve_thread_bindings as _resolve_thread_bindings
 from core.errors import ConfigError
 from core.logging import get_logger
+from core.store.changes import announce
 from core.store.database import Database
 from core.store.tables import ConfigOverrideRow, table_of
 
-__all__ = ["RuntimeOverrides"]
+__all__ = ["EVERY_SERVER", "RuntimeOverrides"]
+
+EVERY_SERVER = "*"
+"""The scope of an override for every server at once."""
 
 _T = table_of(ConfigOverrideRow)
 _log = get_logger("core.overrides")
@@ -47,10 +53,12 @@ def _load(conn: Connection) -> list[tuple[str, str, Any]]:
 def _upsert(conn: Connection, row: dict[str, Any]) -> None:
     conn.execute(delete(_T).where(_T.c.scope == row["scope"], _T.c.path == row["path"]))
     conn.execute(_T.insert().values(**row))
+    announce(conn, "override", scope=row["scope"])
 
 
 def _delete(conn: Connection, scope: str, path: str) -> None:
     conn.execute(delete(_T).where(_T.c.scope == scope, _T.c.path == path))
+    announce(conn, "override", scope=scope)
 
 
 class RuntimeOverrides:
@@ -63,21 +71,38 @@ class RuntimeOverrides:
         self._by_scope: dict[str, dict[str, Any]] = {}
 
     async def start(self) -> int:
-        """Load stored overrides; an override the config no longer allows is ignored, loudly."""
+        """Load stored overrides; an override the config no longer allows is ignored, loudly.
+
+        Also what a process runs when another one changed an override: the table is
+        small, and reading it whole cannot miss a change.
+        """
         rows = await self._db.run(_load)
-        self._by_scope.clear()
+        loaded: dict[str, dict[str, Any]] = {}
         for scope, path, value in rows:
             try:
                 checked = validate_override(self._config, path, value)
             except ConfigError as exc:
                 _log.warning("config.override_ignored", scope=scope, key=path, error=str(exc))
                 continue
-            self._by_scope.setdefault(scope, {})[path] = checked
-        return sum(len(v) for v in self._by_scope.values())
+            loaded.setdefault(scope, {})[path] = checked
+        self._by_scope = loaded  # one swap: a read never sees half a reload
+        return sum(len(v) for v in loaded.values())
+
+    async def reload(self) -> int:
+        """Read every override again (another process changed one, or may have)."""
+        return await self.start()
 
     def for_scope(self, scope: str | None) -> Mapping[str, Any]:
-        """The overrides that apply in ``scope`` (empty for None)."""
-        return self._by_scope.get(scope, {}) if scope is not None else {}
+        """The overrides that apply in ``scope``: every server's, then the scope's own."""
+        everywhere = self._by_scope.get(EVERY_SERVER)
+        own = self._by_scope.get(scope) if scope is not None else None
+        if everywhere is None:
+            return own or {}
+        return {**everywhere, **own} if own else everywhere
+
+    def own(self, scope: str) -> Mapping[str, Any]:
+        """Only the overrides set for ``scope`` itself (what ``reset`` can remove)."""
+        return self._by_scope.get(scope, {})
 
     def get(self, scope: str | None, path: str, *, account_id: str | None = None) -> FlagValue:
         """The effective value of the flag at ``path``'s name, and where it came from."""
@@ -117,7 +142,7 @@ class RuntimeOverrides:
     async def set(self, scope: str, path: str, raw: str | bool | float, *, actor: str) -> Any:
         """Validate, persist, apply and audit one override; returns the stored value."""
         value = validate_override(self._config, path, raw)
-        old = self.for_scope(scope).get(path)
+        old = self.own(scope).get(path)
         row = {
             "scope": scope,
             "path": path,
@@ -134,12 +159,14 @@ class RuntimeOverrides:
 
     async def reset(self, scope: str, path: str, *, actor: str) -> Any:
         """Remove an override (the file's value applies again); returns the removed value."""
-        current = self.for_scope(scope)
+        current = self.own(scope)
         if path not in current:
             raise ConfigError(
                 RUNTIME_SOURCE,
                 path,
-                "a key with a runtime override in this server",
+                "a key with a runtime override in this server"
+                if scope != EVERY_SERVER
+                else "a key with a runtime override for every server",
                 "none is set",
             )
         await self._db.run(_delete, scope, path)

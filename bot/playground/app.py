@@ -259,7 +259,7 @@ class Playground:
         config = playground_config(self.config, self.fake, self.world.guild_id)
         store = self.config.base_dir / self.settings.store_file
         store.parent.mkdir(parents=True, exist_ok=True)
-        self.services = await build_services(config, provider=self.provider)
+        self.services = await build_services(config, provider=self.provider, single_process=True)
         self._stack.push_async_callback(self.services.close)
         self._previous = use_endpoints(f"{self.fake.base_url}/api/v10", self.fake.gateway_url)
         account_id = config.account_ids()[0]

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection, String, bindparam, func, or_, select, type_coerce, update
 
 from core.bindings.records import SessionBindingRecord
+from core.store.changes import announce
 from core.store.tables import BindingRow, table_of
 from core.store.types import UTCDateTime
 
@@ -168,6 +169,7 @@ class BindingRepository:
                 "metadata": record.metadata,
             },
         )
+        announce(self._conn, "binding", id=record.binding_id)
 
     def end(
         self,
@@ -185,12 +187,12 @@ class BindingRepository:
             result = self._conn.execute(_END, params)
         else:
             result = self._conn.execute(_END_IF_IDLE, params | {"idle_before": idle_before})
-        return bool(result.rowcount)
+        return self._changed(binding_id, result.rowcount)
 
     def set_metadata(self, binding_id: str, metadata: dict[str, Any]) -> bool:
         """Replace a live binding's metadata; False if it was not live."""
         result = self._conn.execute(_SET_METADATA, {"b_id": binding_id, "m": metadata})
-        return bool(result.rowcount)
+        return self._changed(binding_id, result.rowcount)
 
     def set_lifetime(
         self,
@@ -210,7 +212,14 @@ class BindingRepository:
                 "expires": expires_at,
             },
         )
-        return bool(result.rowcount)
+        return self._changed(binding_id, result.rowcount)
+
+    def _changed(self, binding_id: str, rowcount: int) -> bool:
+        """Tell the other processes (on commit) when a write changed the binding.
+        Touches are not told: only the process that owns its guild sweeps it."""
+        if rowcount:
+            announce(self._conn, "binding", id=binding_id)
+        return bool(rowcount)
 
     def touch_many(self, touches: Mapping[str, datetime]) -> None:
         """Write activity times, one statement for all; a time never moves backwards."""

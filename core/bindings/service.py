@@ -49,6 +49,7 @@ from core.bindings.repository import BindingRepository
 from core.clock import Clock, SystemClock
 from core.errors import BindingError, ConversationAlreadyBound, StoreError
 from core.logging import get_logger
+from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
 from core.store.errors import store_errors
 
@@ -80,8 +81,10 @@ class SessionBindingService:
         adapters: AdapterRegistry | None = None,
         clock: Clock | None = None,
         lifecycle_defaults: LifecycleDefaults = _no_expiry,
+        shards: ShardSet = EVERY_SHARD,
     ) -> None:
         self._db = database
+        self.shards = shards
         self.adapters = adapters if adapters is not None else AdapterRegistry()
         self.clock: Clock = clock or SystemClock()
         self._lifecycle_defaults = lifecycle_defaults
@@ -104,6 +107,34 @@ class SessionBindingService:
     async def close(self) -> None:
         """Write pending touches. Call on shutdown, before the database closes."""
         await self.flush_touches()
+
+    # -- other processes' changes ------------------------------------------------
+
+    async def reload(self) -> int:
+        """Rebuild the indexes from the store: this process may have missed changes."""
+        records = await self._db.run(lambda conn: BindingRepository(conn).load_live())
+        self._index.rebuild(records)
+        return len(records)
+
+    async def reload_binding(self, binding_id: str, /) -> None:
+        """Another process bound, ended or changed ``binding_id``: index it as stored."""
+        stored = await self._db.run(lambda conn: BindingRepository(conn).get(binding_id))
+        indexed = self._index.get(binding_id)
+        if stored is None or stored.status == "ended":
+            if indexed is not None:
+                self._index.remove(indexed)
+            return
+        if indexed is not None:
+            self._index.replace(stored)
+            return
+        holder = self._index.by_conversation_key(stored.conversation.key)
+        if holder is not None:  # ended elsewhere; its own notice may still be on its way
+            self._index.remove(holder)
+        self._index.add(stored)
+
+    def mine(self, record: SessionBindingRecord, /) -> bool:
+        """Whether this process answers for the binding's guild (sweeps it, for one)."""
+        return self.shards.owns_scope(record.metadata.get("guild_id"))
 
     # -- reads: memory only ----------------------------------------------------
 

@@ -21,17 +21,22 @@ back and propagates.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from core.errors import StoreError
-from core.store.engine import create_engine, redacted_url
+from core.store.changes import ORIGIN_KEY
+from core.store.engine import create_engine, parse_url, redacted_url
 from core.store.migrations import migrate
+from core.store.single_process import ProcessLock
 
 __all__ = ["Database", "open_database"]
 
@@ -43,12 +48,20 @@ class Database:
 
     def __init__(self, engine: Engine | AsyncEngine) -> None:
         self.engine = engine
+        self.process_lock: ProcessLock | None = None
+        self.origin = secrets.token_hex(8)
+        """Names this Database in the change notifications its units of work send."""
+        sync = engine if isinstance(engine, Engine) else engine.sync_engine
+        event.listen(sync, "connect", self._mark_origin)
         self._closed = False
         self._thread: ThreadPoolExecutor | None = None
         if isinstance(engine, Engine):
             self._thread = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="threadbound-sqlite"
             )
+
+    def _mark_origin(self, _dbapi_connection: Any, record: Any) -> None:
+        record.info[ORIGIN_KEY] = self.origin
 
     @property
     def dialect(self) -> str:
@@ -72,11 +85,39 @@ class Database:
         with self.engine.begin() as conn:
             return fn(conn, *args)
 
+    @contextlib.asynccontextmanager
+    async def advisory_lock(self, name: str) -> AsyncIterator[None]:
+        """Hold PostgreSQL's advisory lock ``name`` (per schema) for the block: processes
+        that start together then do ``name``'s work one after the other.
+
+        On SQLite there is nothing to hold: writers already queue (``BEGIN
+        IMMEDIATE``), and only one process uses the file.
+        """
+        if not isinstance(self.engine, AsyncEngine) or self.dialect != "postgresql":
+            yield
+            return
+        key = "hashtext(:name || '.' || current_schema())"
+        async with self.engine.connect() as conn:
+            await conn.execute(text(f"SELECT pg_advisory_lock({key})"), {"name": name})
+            await conn.commit()
+            try:
+                yield
+            finally:
+                await conn.execute(text(f"SELECT pg_advisory_unlock({key})"), {"name": name})
+                await conn.commit()
+
     async def close(self) -> None:
         """Release the engine (and the SQLite thread). Closing twice does nothing."""
         if self._closed:
             return
         self._closed = True
+        try:
+            await self._dispose()
+        finally:
+            if self.process_lock is not None:
+                self.process_lock.release()
+
+    async def _dispose(self) -> None:
         if isinstance(self.engine, AsyncEngine):
             await self.engine.dispose()
             return
@@ -87,15 +128,34 @@ class Database:
 
 
 async def open_database(
-    url: str, *, busy_timeout_ms: int = 5000, pg_schema: str | None = None
+    url: str,
+    *,
+    busy_timeout_ms: int = 5000,
+    pg_schema: str | None = None,
+    single_process: bool = False,
 ) -> Database:
     """Connect, bring the schema up to date, and refuse a database from the future.
 
+    ``single_process``: the bot itself opens its store this way; on a SQLite
+    file another bot process already uses, it is refused (see
+    :mod:`core.store.single_process`). Tools reading the store do not ask.
+
     Raises:
-        StoreError: the URL is unusable or the server cannot be reached.
+        StoreError: the URL is unusable, the server cannot be reached, or
+            another bot process runs on this SQLite file.
         SchemaVersionError: the database is newer than this code.
     """
-    database = Database(create_engine(url, busy_timeout_ms=busy_timeout_ms, pg_schema=pg_schema))
+    lock = _process_lock(url) if single_process else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        engine = create_engine(url, busy_timeout_ms=busy_timeout_ms, pg_schema=pg_schema)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    database = Database(engine)
+    database.process_lock = lock
     try:
         await migrate(database)
     except StoreError:
@@ -107,3 +167,13 @@ async def open_database(
             f"cannot open the store at {redacted_url(url)}: {type(exc).__name__}"
         ) from exc
     return database
+
+
+def _process_lock(url: str) -> ProcessLock | None:
+    parsed = parse_url(url)
+    if not parsed.drivername.startswith("sqlite"):
+        return None
+    name = parsed.database or ""
+    if name in ("", ":memory:") or name.startswith("file:"):
+        return None
+    return ProcessLock(Path(name).absolute())
