@@ -311,6 +311,9 @@ class DiscordEndpointsConfig(TomlTable):
     """Inactivity after which Discord archives a thread the bot opened (the values it allows)."""
     show_tool_calls: Literal["compact", "off"] = "compact"
     """Show each tool call as one line in the agent's streamed message, or not at all."""
+    operator_ids: list[int] = Field(default_factory=list)
+    """Discord user ids who run the bot itself: they may change a flag for every
+    server at once (``/config set ... everywhere:True``)."""
     shard_count: int | None = Field(default=None, ge=1, le=4096)
     """How many gateway shards the bot has in all; unset: Discord's recommendation."""
     shard_ids: list[int] | None = None

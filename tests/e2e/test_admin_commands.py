@@ -6,13 +6,15 @@ from datetime import timedelta
 
 from structlog.testing import capture_logs
 
-from bot.commands.config import ADMINS_ONLY
+from bot.commands.config import ADMINS_ONLY, OPERATORS_ONLY
 from bot.commands.focus import NOT_OWNER
 from core.bindings.repository import BindingRepository
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
+from core.overrides import EVERY_SERVER
 from core.providers.scripted import Step
 from tests.e2e.conftest import StartBot
 from tests.e2e.helpers import bound_thread, content, ephemeral, run, settle, spawn
+from tests.fakediscord.conftest import World
 
 SPAWN_PATH = FLAG_SPAWN_SUBAGENT_SESSIONS
 HOUR_MS = 3_600_000
@@ -77,6 +79,38 @@ class TestConfig:
         again = await run(bot, admin, "config reset", key=SPAWN_PATH)
         assert ephemeral(again)
         assert "none is set" in content(again)
+
+    async def test_a_server_admin_cannot_change_every_server(self, start_bot: StartBot) -> None:
+        """everywhere:True reaches servers whose admins did not ask: operators only."""
+        bot = await start_bot(spawn_threads=True)
+        reply = await run(
+            bot, bot.world.admin, "config set", key=SPAWN_PATH, value="off", everywhere=True
+        )
+        assert content(reply) == OPERATORS_ONLY
+        assert ephemeral(reply)
+        assert bot.services.overrides.own(EVERY_SERVER) == {}
+
+    async def test_an_operator_changes_every_server_and_a_server_override_still_wins(
+        self, start_bot: StartBot, world: World
+    ) -> None:
+        """An every-server override applies where a server has none of its own; reset undoes it."""
+        bot = await start_bot(
+            spawn_threads=True, discord_settings={"operator_ids": [world.admin.id]}
+        )
+        admin = bot.world.admin
+        reply = await run(bot, admin, "config set", key=SPAWN_PATH, value="off", everywhere=True)
+        assert "for every server" in content(reply)
+        guild = str(bot.world.guild.id)
+        assert not bot.services.overrides.spawns_threads(guild)
+        assert not bot.services.overrides.spawns_threads("123456789")  # any other server
+
+        await run(bot, admin, "config set", key=SPAWN_PATH, value="on")
+        assert bot.services.overrides.spawns_threads(guild)  # this server's own wins here
+        assert not bot.services.overrides.spawns_threads("123456789")
+
+        reset = await run(bot, admin, "config reset", key=SPAWN_PATH, everywhere=True)
+        assert "removed" in content(reset)
+        assert bot.services.overrides.own(EVERY_SERVER) == {}
 
     async def test_bad_key_or_value_is_explained(self, start_bot: StartBot) -> None:
         """An unknown path or a value of the wrong type comes back as the ConfigError's message."""
