@@ -129,8 +129,11 @@ class FakeDiscord(UserActions):
             self.ops.announce_member(guild, account.user_id)
         return self.state.users[account.user_id]
 
-    def add_guild(self, name: str, *, owner: User | None = None) -> Guild:
-        guild = self.state.add_guild(name, owner)
+    def add_guild(
+        self, name: str, *, owner: User | None = None, shard: tuple[int, int] | None = None
+    ) -> Guild:
+        """A guild; ``shard=(id, count)`` puts it on that gateway shard."""
+        guild = self.state.add_guild(name, owner, shard=shard)
         self.ops.announce_guild(guild)
         return guild
 

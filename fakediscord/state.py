@@ -108,10 +108,19 @@ class State:
             self.join(guild, user)
         return account
 
-    def add_guild(self, name: str, owner: User | None = None) -> Guild:
-        """A guild with an ``@everyone`` role and an owner (a new user unless given); bots join."""
+    def add_guild(
+        self, name: str, owner: User | None = None, *, shard: tuple[int, int] | None = None
+    ) -> Guild:
+        """A guild with an ``@everyone`` role and an owner (a new user unless given); bots join.
+
+        ``shard=(id, count)`` picks an id Discord would route to that shard
+        (``(guild_id >> 22) % count == id``), for tests of sharded bots.
+        """
         owner = owner or self.add_user(f"{name} owner")
         guild_id = self.new_id()
+        while shard is not None and (guild_id >> 22) % shard[1] != shard[0]:
+            self._ids.advance_past((((guild_id >> 22) + 1) << 22) - 1)  # the next millisecond
+            guild_id = self.new_id()
         guild = Guild(id=guild_id, name=name, owner_id=owner.id)
         guild.roles[guild_id] = Role(
             id=guild_id, guild_id=guild_id, name="@everyone", permissions=EVERYONE_DEFAULT
