@@ -39,15 +39,19 @@ async def test_a_second_opening_is_refused_naming_postgresql(tmp_path: Path) -> 
 
 async def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     database = tmp_path / "bot.db"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(database)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[3],
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        HOLDER,
+        str(database),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
     )
     try:
         assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == b"holding"
+        async with asyncio.timeout(30):
+            assert (await holder.stdout.readline()).strip() == b"holding"
         with pytest.raises(StoreError, match="another bot process"):
             await open_database(f"sqlite:///{database}", single_process=True)
     finally:
