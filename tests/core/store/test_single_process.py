@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from core.store import open_database
 
 ROOT = Path(__file__).resolve().parents[3]
 HOLDER = """
+import asyncio
 import sys
 from pathlib import Path
 from core.store.single_process import ProcessLock
