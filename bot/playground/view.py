@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.playground.commands_text import help_entries
+from bot.playground.markdown import Names, render_markdown
 from fakediscord import FakeDiscord, Message
 from fakediscord.interactions import LOADING
 from fakediscord.permissions import ADMINISTRATOR
@@ -119,10 +120,11 @@ class PageView:
             "type": message.type,
             "author": author,
             "content": message.content,
+            "html": render_markdown(message.content, self._names(guild)),
             "timestamp": message.timestamp.isoformat(),
             "edited": message.edited_timestamp is not None,
             "components": message.components,
-            "embeds": message.embeds,
+            "embeds": [self._embed(embed, guild) for embed in message.embeds],
             "reactions": [
                 {"emoji": r.key, "count": len(r.user_ids), "me": viewer in r.user_ids}
                 for r in message.reactions
@@ -148,6 +150,39 @@ class PageView:
                 "command": command,
             }
         return rendered
+
+    def _names(self, guild: Any) -> Names:
+        """How the page names mentions: members by nickname, roles, channels."""
+        state = self.fake.state
+
+        def user(ident: int) -> str | None:
+            member = guild.members.get(ident) if guild else None
+            found = state.users.get(ident)
+            if member is not None and member.nick:
+                return str(member.nick)
+            return (found.global_name or found.username) if found else None
+
+        def role(ident: int) -> str | None:
+            found = guild.roles.get(ident) if guild else None
+            return found.name if found else None
+
+        def channel(ident: int) -> str | None:
+            found = state.channels.get(ident)
+            return found.name if found else None
+
+        return Names(user=user, role=role, channel=channel)
+
+    def _embed(self, embed: Json, guild: Any) -> Json:
+        """An embed with its description and field values rendered like message text."""
+        names = self._names(guild)
+        shown = dict(embed)
+        if embed.get("description"):
+            shown["description_html"] = render_markdown(str(embed["description"]), names)
+        shown["fields"] = [
+            {**f, "value_html": render_markdown(str(f.get("value") or ""), names)}
+            for f in embed.get("fields") or []
+        ]
+        return shown
 
     def fingerprints(self) -> tuple[Any, dict[int, int]]:
         """A token for the channel list, and one per channel that changes with its messages."""

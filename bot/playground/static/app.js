@@ -47,27 +47,6 @@ function userName(id) {
   return user ? user.name : "user";
 }
 
-function escapeHtml(text) {
-  return text.replace(/[&<>"']/g, (c) => (
-    { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-}
-
-// Discord markdown, the small part agents use: bold, italics, inline code, mentions.
-function renderContent(text) {
-  let html = escapeHtml(text);
-  html = html.replace(/`([^`]+)`/g, "<code>$1</code>");
-  html = html.replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>");
-  html = html.replace(/(^|\s)\*([^*\s][^*]*)\*/g, "$1<em>$2</em>");
-  html = html.replace(/&lt;#(\d+)&gt;/g, (_, id) => {
-    const channel = channelById(id);
-    const name = channel ? channel.name : "unknown-channel";
-    return `<span class="mention channel-mention" data-channel="${id}">#${escapeHtml(name)}</span>`;
-  });
-  html = html.replace(/&lt;@[!&]?(\d+)&gt;/g, (_, id) =>
-    `<span class="mention">@${escapeHtml(userName(id))}</span>`);
-  return html;
-}
-
 function colourFor(name) {
   let hash = 0;
   for (const char of name) hash = (hash * 31 + char.codePointAt(0)) >>> 0;
@@ -229,7 +208,7 @@ function renderMessage(message) {
   if (message.loading) body.append(el("div", "note", `${message.author.name} is thinking…`));
   const content = el("div", "content");
   content.dataset.testid = "content";
-  content.innerHTML = renderContent(message.content || "");
+  content.innerHTML = message.html;  // rendered and escaped by the server (markdown.py)
   content.querySelectorAll(".channel-mention").forEach((node) =>
     node.addEventListener("click", () => selectChannel(node.dataset.channel)));
   body.append(content);
@@ -262,13 +241,13 @@ function renderEmbed(embed) {
   if (embed.title) box.append(el("div", "author", embed.title));
   if (embed.description) {
     const text = el("div", "content");
-    text.innerHTML = renderContent(embed.description);
+    text.innerHTML = embed.description_html;
     box.append(text);
   }
   for (const field of embed.fields || []) {
     box.append(el("div", "author", field.name));
     const value = el("div", "content");
-    value.innerHTML = renderContent(field.value || "");
+    value.innerHTML = field.value_html;
     box.append(value);
   }
   return box;
