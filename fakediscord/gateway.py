@@ -9,6 +9,11 @@ Synchronisation without sleeps: the server may send opcode 1 and the client must
 with a heartbeat at once. discord.py handles websocket messages strictly in order, so
 when that heartbeat arrives every earlier event has been parsed into the client's cache.
 :meth:`Gateway.sync` and the "ready" mark (set after the GUILD_CREATEs) are built on it.
+
+Shards: an IDENTIFY with ``shard: [id, count]`` opens a session that gets only that
+shard's guilds and their events, interactions included (guild ``g`` is on shard
+``(g >> 22) % count``, DMs on shard 0), as on Discord. A bot's sessions may belong to
+one process or to several; readiness is per shard (:meth:`Gateway.ready_shards`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from aiohttp import WSMsgType, web
 
 from fakediscord import payloads
 from fakediscord.models import Message
+from fakediscord.snowflake import shard_of
 from fakediscord.state import State
 
 __all__ = ["Gateway", "GatewaySession", "Intents", "SentEvent"]
@@ -53,12 +59,23 @@ class Intents:
 
 @dataclass(slots=True)
 class SentEvent:
-    """A dispatch as one bot received it (for tests asserting on gateway traffic)."""
+    """A dispatch as one bot received it (for tests asserting on gateway traffic).
+
+    ``session_id`` and ``shard`` say which of the bot's sessions got it: with several
+    shards (in one process or several) each guild's events go to its shard's only.
+    """
 
     user_id: int
     name: str
     seq: int
     data: Json
+    session_id: str | None = None
+    shard: tuple[int, int] | None = None
+
+    @property
+    def shard_id(self) -> int:
+        """The shard it went to; an unsharded session is shard 0 of 1."""
+        return _shard_id(self.shard)
 
 
 @dataclass(eq=False)
@@ -70,6 +87,8 @@ class GatewaySession:
     token: str
     intents: int
     shard: tuple[int, int] | None
+    ordinal: int = 0
+    """Which IDENTIFY opened it: its position in :attr:`Gateway.identifies`, from 1."""
     compression: str | None = None
     """The transport compression the client asked for (``zlib-stream``), if any."""
     seq: int = 0
@@ -77,12 +96,21 @@ class GatewaySession:
     connection: _Connection | None = None
     backlog: deque[Json] = field(default_factory=lambda: deque(maxlen=BACKLOG))
 
+    @property
+    def shard_id(self) -> int:
+        """This session's shard; an unsharded session is shard 0 of 1."""
+        return _shard_id(self.shard)
+
     def wants(self, guild_id: int | None) -> bool:
-        """Whether this session's shard carries events of ``guild_id``."""
-        if guild_id is None or self.shard is None:
+        """Whether this session's shard carries events of ``guild_id``.
+
+        Discord's rule: guild ``g`` is on shard ``(g >> 22) % count``. DMs (no guild, or
+        guild 0 as an interaction outside a guild has) are on shard 0 only.
+        """
+        if self.shard is None:
             return True
         shard_id, count = self.shard
-        return (guild_id >> 22) % count == shard_id
+        return shard_of(guild_id or 0, count) == shard_id
 
 
 class _Connection:
@@ -184,17 +212,42 @@ class Gateway:
             self._send_dispatch(session, event, data)
 
     async def sync(self, user_id: int) -> None:
-        """Return once the bot's client has parsed everything dispatched to it so far."""
+        """Return once the bot's clients have parsed everything dispatched to them so far.
+
+        Every connection of the bot is probed, so with several shards (in one process
+        or several) this waits for all of them.
+        """
         connections = [c for c in self._connections if c.session and c.session.user_id == user_id]
         if not connections:
             raise LookupError(f"bot {user_id} has no gateway connection")
         await asyncio.gather(*(c.probe() for c in connections))
 
     def is_ready(self, user_id: int) -> GatewaySession | None:
+        """One ready, connected session of the bot, if any (the first one identified).
+
+        A sharded bot is ready per shard: ask :meth:`ready_shards` which of them are.
+        """
         for session in self.sessions.values():
             if session.user_id == user_id and session.ready and session.connection:
                 return session
         return None
+
+    def ready_shards(self, user_id: int, *, since: int = 0) -> set[int]:
+        """The shard ids of the bot's ready, connected sessions (unsharded: shard 0).
+
+        ``since`` counts only sessions opened after the first ``since`` IDENTIFYs: take
+        ``len(gateway.identifies)`` before starting a process to wait for its shards,
+        not for those of a process just killed whose socket the fake has not yet seen
+        close.
+        """
+        return {
+            session.shard_id
+            for session in self.sessions.values()
+            if session.user_id == user_id
+            and session.ready
+            and session.connection is not None
+            and session.ordinal > since
+        }
 
     def reconnect(self, user_id: int) -> None:
         """Ask the bot's connections to reconnect (opcode 7); discord.py then RESUMEs."""
@@ -264,12 +317,16 @@ class Gateway:
             await conn.ws.close(code=4005, message=b"Already authenticated.")
             return
         shard = data.get("shard")
+        if shard and not 0 <= int(shard[0]) < int(shard[1]):
+            await conn.ws.close(code=4010, message=b"Invalid shard.")
+            return
         session = GatewaySession(
             id=secrets.token_hex(16),
             user_id=account.user_id,
             token=account.token,
             intents=int(data.get("intents", 0)),
             shard=(int(shard[0]), int(shard[1])) if shard else None,
+            ordinal=len(self.identifies),
             compression=conn.compression,
             connection=conn,
         )
@@ -349,7 +406,9 @@ class Gateway:
         session.seq += 1
         frame = {"op": DISPATCH, "t": event, "s": session.seq, "d": data}
         session.backlog.append(frame)
-        self.sent.append(SentEvent(session.user_id, event, session.seq, data))
+        self.sent.append(
+            SentEvent(session.user_id, event, session.seq, data, session.id, session.shard)
+        )
         if session.connection is not None:
             session.connection.send(frame)
 
@@ -363,6 +422,10 @@ class Gateway:
             # A clean close ends the session on Discord: it can no longer be resumed.
             self.sessions.pop(session.id, None)
         self._state.changed.notify()
+
+
+def _shard_id(shard: tuple[int, int] | None) -> int:
+    return shard[0] if shard is not None else 0
 
 
 def _may_read(session: GatewaySession, message: Message) -> bool:

@@ -58,10 +58,19 @@ class Interactions:
         data: Json,
         message: Message | None = None,
     ) -> Interaction:
-        """Record an interaction and dispatch INTERACTION_CREATE to the app's bot."""
+        """Record an interaction and dispatch INTERACTION_CREATE to the app's bot.
+
+        Only the session of the guild's shard gets it (see ``GatewaySession.wants``), as
+        on Discord: a sharded bot answers each guild from the process holding its shard.
+        """
         account = self._state.bot_by_user(application_id)
-        if not any(s.user_id == account.user_id for s in self._gateway.sessions.values()):
+        sessions = [s for s in self._gateway.sessions.values() if s.user_id == account.user_id]
+        if not sessions:
             raise RuntimeError(f"bot {account.user_id} is not connected to the gateway")
+        if not any(s.wants(guild_id) for s in sessions):
+            raise RuntimeError(
+                f"no gateway session of bot {account.user_id} carries guild {guild_id}'s shard"
+            )
         interaction = Interaction(
             id=self._state.new_id(),
             token=f"aW50ZXJhY3Rpb24{self._state.new_token()}",

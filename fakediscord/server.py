@@ -13,7 +13,7 @@ timeout, so a missing event fails fast instead of hanging and nothing ever sleep
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Self
 
@@ -181,13 +181,24 @@ class FakeDiscord(UserActions):
         """Requests for routes the fake lacks (answered 404): missing coverage, not bugs."""
         return [r for r in self.requests if not r.implemented]
 
-    def events(self, user_id: User | int | None = None, name: str | None = None) -> list[SentEvent]:
-        """Gateway dispatches sent so far, optionally to one bot and/or of one type."""
+    def events(
+        self,
+        user_id: User | int | None = None,
+        name: str | None = None,
+        *,
+        shard_id: int | None = None,
+    ) -> list[SentEvent]:
+        """Gateway dispatches sent so far, optionally to one bot, of one type, to one shard.
+
+        ``shard_id`` keeps those sent to sessions of that shard (an unsharded session is
+        shard 0).
+        """
         return [
             e
             for e in self.gateway.sent
             if (user_id is None or e.user_id == object_id(user_id))
             and (name is None or e.name == name)
+            and (shard_id is None or e.shard_id == shard_id)
         ]
 
     def channel(self, channel_id: int) -> Channel:
@@ -237,11 +248,33 @@ class FakeDiscord(UserActions):
             return await self.state.changed.wait_for(probe)
 
     async def wait_ready(self, bot_user_id: User | int) -> GatewaySession:
-        """Wait until the bot identified and its client parsed READY and its GUILD_CREATEs."""
+        """Wait until the bot identified and its client parsed READY and its GUILD_CREATEs.
+
+        For a sharded bot that is its first ready shard; see :meth:`wait_shards_ready`.
+        """
         async with asyncio.timeout(self.wait_timeout):
             return await self.state.changed.wait_for(
                 lambda: self.gateway.is_ready(object_id(bot_user_id))
             )
+
+    async def wait_shards_ready(
+        self, bot_user_id: User | int, shard_ids: Iterable[int], *, since: int = 0
+    ) -> set[int]:
+        """Wait until each of ``shard_ids`` has a ready connection of the bot; return all ready.
+
+        For sharded bots (one process with several shards, or several processes):
+        :meth:`wait_ready` returns at the first ready shard. ``since``: see
+        :meth:`Gateway.ready_shards <fakediscord.gateway.Gateway.ready_shards>`.
+        """
+        wanted = set(shard_ids)
+        user_id = object_id(bot_user_id)
+
+        def probe() -> set[int] | None:
+            ready = self.gateway.ready_shards(user_id, since=since)
+            return ready if wanted <= ready else None
+
+        async with asyncio.timeout(self.wait_timeout):
+            return await self.state.changed.wait_for(probe)
 
     async def wait_ready_or_stopped(
         self, bot_user_id: User | int, client_run: asyncio.Task[Any]

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-__all__ = ["DISCORD_EPOCH_MS", "SnowflakeGenerator", "snowflake_time"]
+__all__ = ["DISCORD_EPOCH_MS", "SnowflakeGenerator", "shard_of", "snowflake_time"]
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 """2015-01-01T00:00:00Z in milliseconds, the zero of every snowflake."""
+
+
+def shard_of(guild_id: int, shard_count: int) -> int:
+    """The gateway shard Discord sends a guild's events on (DMs: guild 0, shard 0)."""
+    return (guild_id >> 22) % shard_count
 
 
 def snowflake_time(snowflake: int) -> datetime:

@@ -31,7 +31,7 @@ from fakediscord.models import (
     Webhook,
 )
 from fakediscord.permissions import ADMINISTRATOR, ALL, BOT_DEFAULT, EVERYONE_DEFAULT
-from fakediscord.snowflake import SnowflakeGenerator
+from fakediscord.snowflake import SnowflakeGenerator, shard_of
 
 __all__ = ["Clock", "State", "SystemClock"]
 
@@ -114,11 +114,14 @@ class State:
         """A guild with an ``@everyone`` role and an owner (a new user unless given); bots join.
 
         ``shard=(id, count)`` picks an id Discord would route to that shard
-        (``(guild_id >> 22) % count == id``), for tests of sharded bots.
+        (``(guild_id >> 22) % count == id``), for tests of sharded bots: the next id
+        from the clock whose millisecond lands there (at most ``count - 1`` ms ahead).
         """
+        if shard is not None and not 0 <= shard[0] < shard[1]:
+            raise ValueError(f"shard {shard[0]} of {shard[1]}: the id must be in 0..count-1")
         owner = owner or self.add_user(f"{name} owner")
         guild_id = self.new_id()
-        while shard is not None and (guild_id >> 22) % shard[1] != shard[0]:
+        while shard is not None and shard_of(guild_id, shard[1]) != shard[0]:
             self._ids.advance_past((((guild_id >> 22) + 1) << 22) - 1)  # the next millisecond
             guild_id = self.new_id()
         guild = Guild(id=guild_id, name=name, owner_id=owner.id)
