@@ -22,7 +22,7 @@ import socket
 from datetime import datetime, timedelta
 from typing import Literal
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, Connection, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from core.clock import Clock, SystemClock
@@ -31,18 +31,16 @@ from core.store.database import Database
 from core.store.tables import LeaseRow, table_of
 
 __all__ = [
-    "LEASES",
     "LeaseKind",
     "Leases",
-    "is_free",
+    "abandoned",
     "new_owner_id",
     "release",
     "take",
 ]
 
 _log = get_logger("core.leases")
-LEASES = table_of(LeaseRow)
-_L = LEASES
+_L = table_of(LeaseRow)
 
 LeaseKind = Literal["completion", "session"]
 
@@ -82,24 +80,26 @@ def release(conn: Connection, kind: LeaseKind, key: str, *, owner: str) -> None:
     conn.execute(delete(_L).where(_L.c.kind == kind, _L.c.key == key, _L.c.owner == owner))
 
 
-def is_free(
+def abandoned(
     kind: LeaseKind, key_column: ColumnElement[str], *, owner: str, now: datetime
 ) -> ColumnElement[bool]:
-    """A SQL condition: no live lease of another process on ``key_column``'s row.
+    """A SQL condition: ``key_column``'s work is nobody's now, so ``owner`` may take it
+    over: no live lease on it, and no lease of ``owner``'s own (even a lapsed one:
+    a process never takes over its own work, which it is still doing).
 
-    For queries that look for work to take over, joined per row, so the check
+    For queries that look for work to take over, checked per row, so the check
     and the read are one statement.
     """
-    live = (
+    held = (
         select(_L.c.key)
         .where(
             _L.c.kind == kind,
             _L.c.key == key_column,
-            and_(_L.c.expires_at > now, _L.c.owner != owner),
+            or_(_L.c.expires_at > now, _L.c.owner == owner),
         )
         .exists()
     )
-    return ~live
+    return ~held
 
 
 def _renew(conn: Connection, owner: str, until: datetime) -> int:

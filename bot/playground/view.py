@@ -114,17 +114,18 @@ class PageView:
                 "webhook": False,
                 "avatar_url": None,
             }
+        names = self._names(guild)
         rendered: Json = {
             "id": str(message.id),
             "channel_id": str(message.channel_id),
             "type": message.type,
             "author": author,
             "content": message.content,
-            "html": render_markdown(message.content, self._names(guild)),
+            "html": render_markdown(message.content, names),
             "timestamp": message.timestamp.isoformat(),
             "edited": message.edited_timestamp is not None,
             "components": message.components,
-            "embeds": [self._embed(embed, guild) for embed in message.embeds],
+            "embeds": [_embed(embed, names) for embed in message.embeds],
             "reactions": [
                 {"emoji": r.key, "count": len(r.user_ids), "me": viewer in r.user_ids}
                 for r in message.reactions
@@ -172,18 +173,6 @@ class PageView:
 
         return Names(user=user, role=role, channel=channel)
 
-    def _embed(self, embed: Json, guild: Any) -> Json:
-        """An embed with its description and field values rendered like message text."""
-        names = self._names(guild)
-        shown = dict(embed)
-        if embed.get("description"):
-            shown["description_html"] = render_markdown(str(embed["description"]), names)
-        shown["fields"] = [
-            {**f, "value_html": render_markdown(str(f.get("value") or ""), names)}
-            for f in embed.get("fields") or []
-        ]
-        return shown
-
     def fingerprints(self) -> tuple[Any, dict[int, int]]:
         """A token for the channel list, and one per channel that changes with its messages."""
         state = self.fake.state
@@ -227,3 +216,15 @@ def _command_name(data: Json) -> str:
         parts.append(str(options[0]["name"]))
         options = options[0].get("options") or []
     return " ".join(parts)
+
+
+def _embed(embed: Json, names: Names) -> Json:
+    """An embed with its description and field values rendered like message text."""
+    shown = dict(embed)
+    if embed.get("description"):
+        shown["description_html"] = render_markdown(str(embed["description"]), names)
+    shown["fields"] = [
+        {**f, "value_html": render_markdown(str(f.get("value") or ""), names)}
+        for f in embed.get("fields") or []
+    ]
+    return shown

@@ -191,21 +191,11 @@ def recover_pending(conn: Connection, *, owner: str, now: datetime) -> list[Pend
     before posting. Rows under a live lease (ours, or a running neighbour's)
     are left as they are.
     """
-    unowned = leases.is_free("completion", _D.c.completion_id, owner=owner, now=now)
-    mine = (
-        select(leases.LEASES.c.key)
-        .where(
-            leases.LEASES.c.kind == "completion",
-            leases.LEASES.c.key == _D.c.completion_id,
-            leases.LEASES.c.owner == owner,
-        )
-        .exists()
-    )
-    orphaned = (unowned, ~mine)
-    conn.execute(update(_D).where(_D.c.status == "sending", *orphaned).values(status="uncertain"))
+    orphaned = leases.abandoned("completion", _D.c.completion_id, owner=owner, now=now)
+    conn.execute(update(_D).where(_D.c.status == "sending", orphaned).values(status="uncertain"))
     rows = conn.execute(
         select(_D)
-        .where(_D.c.status.in_(("pending", "uncertain")), *orphaned)
+        .where(_D.c.status.in_(("pending", "uncertain")), orphaned)
         .order_by(_D.c.created_at, _D.c.completion_id)
     )
     return [PendingCompletion.of(row) for row in rows]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import discord
 import pytest
@@ -21,11 +23,11 @@ WAIT = 5.0
 TOKEN = "bot-token-main"
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    """A running fake Discord; discord.py talks to it for the duration of the test."""
+@asynccontextmanager
+async def running_fake(**options: Any) -> AsyncIterator[FakeDiscord]:
+    """A running fake Discord (``options`` as for FakeDiscord) that discord.py talks to."""
     base, gateway = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-    async with FakeDiscord(wait_timeout=WAIT) as server:
+    async with FakeDiscord(wait_timeout=WAIT, **options) as server:
         discord.http.Route.BASE = f"{server.base_url}/api/v10"
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(server.gateway_url)
         try:
@@ -33,6 +35,13 @@ async def fake() -> AsyncIterator[FakeDiscord]:
         finally:
             discord.http.Route.BASE = base
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    """A running fake Discord; discord.py talks to it for the duration of the test."""
+    async with running_fake() as server:
+        yield server
 
 
 class Clients:

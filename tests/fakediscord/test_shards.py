@@ -14,12 +14,11 @@ from dataclasses import dataclass
 import aiohttp
 import discord
 import pytest
-import yarl
 from discord import app_commands
 
 from fakediscord import Channel, FakeDiscord, Guild, User
 from fakediscord.snowflake import shard_of
-from tests.fakediscord.conftest import TOKEN, WAIT, Clients, intents
+from tests.fakediscord.conftest import TOKEN, WAIT, Clients, intents, running_fake
 
 COUNT = 2
 
@@ -27,15 +26,8 @@ COUNT = 2
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscord]:
     """The conftest's fake, but ``GET /gateway/bot`` recommends two shards."""
-    base, gateway = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-    async with FakeDiscord(wait_timeout=WAIT, shards=COUNT) as server:
-        discord.http.Route.BASE = f"{server.base_url}/api/v10"
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(server.gateway_url)
-        try:
-            yield server
-        finally:
-            discord.http.Route.BASE = base
-            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
+    async with running_fake(shards=COUNT) as server:
+        yield server
 
 
 @dataclass
