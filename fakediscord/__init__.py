@@ -18,6 +18,8 @@ and aiohttp), so it can be promoted as is::
 
 from __future__ import annotations
 
+from fakediscord._acting import UserFile
+from fakediscord._content import MAX_CONTENT, MAX_FILE_BYTES, MAX_FILES
 from fakediscord.errors import DiscordError
 from fakediscord.faults import Fault, Gate
 from fakediscord.gateway import GatewaySession, Intents, SentEvent
@@ -43,6 +45,9 @@ from fakediscord.server import WAIT, FakeDiscord
 from fakediscord.state import State
 
 __all__ = [
+    "MAX_CONTENT",
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
     "WAIT",
     "Application",
     "ApplicationCommand",
@@ -68,5 +73,6 @@ __all__ = [
     "SentEvent",
     "State",
     "User",
+    "UserFile",
     "Webhook",
 ]

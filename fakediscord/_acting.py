@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fakediscord.commands import CommandRegistry, build_options
+from fakediscord.commands import CommandRegistry, build_options, resolve
 from fakediscord.gateway import Gateway
 from fakediscord.interactions import (
     APPLICATION_COMMAND,
@@ -23,6 +23,8 @@ from fakediscord.state import State
 
 __all__ = ["UserActions", "UserFile", "object_id"]
 
+ENTITY_SELECTS = frozenset({5, 6, 7, 8})
+"""User, role, mentionable and channel select menus: their values are ids."""
 UserFile = tuple[str, bytes, str | None]
 """A file a user uploads: ``(filename, data, content_type)``."""
 
@@ -134,8 +136,19 @@ class UserActions:
     async def select(
         self, message_id: Message | int, custom_id: str, user: User | int, values: list[str]
     ) -> InteractionHandle:
-        """``user`` picks ``values`` in the select menu ``custom_id``."""
-        return await self._component(message_id, custom_id, user, {"values": values})
+        """``user`` picks ``values`` in the select menu ``custom_id``.
+
+        For a user, role, mentionable or channel select (types 5 to 8) the values are
+        ids, and the interaction carries them ``resolved``, as Discord sends them.
+        """
+        extra: dict[str, Any] = {"values": values}
+        message = self._message(object_id(message_id))
+        if _find_component(message.components, custom_id)["type"] in ENTITY_SELECTS:
+            resolved: dict[str, Any] = {}
+            for value in values:
+                resolve(self.state, int(value), message.guild_id or 0, resolved)
+            extra["resolved"] = resolved
+        return await self._component(message_id, custom_id, user, extra)
 
     async def _component(
         self, message_id: Message | int, custom_id: str, user: User | int, extra: dict[str, Any]

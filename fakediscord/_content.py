@@ -1,7 +1,9 @@
 """What Discord checks in a message body, and who a message mentions.
 
 Limits matter to the bot: content over 2000 characters is a 400 (50035), which is why
-long agent output must be split before sending. Mentions honour ``allowed_mentions``,
+long agent output must be split before sending; a message carries at most 10 files
+(50035) of at most 10 MiB each (413, 40005: the upload limit of a server without
+boosts). Mentions honour ``allowed_mentions``,
 so a bot that sends model output with mentions disabled pings nobody.
 """
 
@@ -10,22 +12,27 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fakediscord.errors import EMPTY_MESSAGE, INVALID_FORM_BODY, DiscordError
+from fakediscord.errors import EMPTY_MESSAGE, INVALID_FORM_BODY, REQUEST_TOO_LARGE, DiscordError
 
 __all__ = [
     "MAX_CONTENT",
     "MAX_EMBEDS",
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
     "ROLE_MENTION",
     "USER_MENTION",
     "form_error",
     "mentioned",
     "parses",
     "validate",
+    "validate_files",
 ]
 
 Json = dict[str, Any]
 MAX_CONTENT = 2000
 MAX_EMBEDS = 10
+MAX_FILES = 10
+MAX_FILE_BYTES = 10 * 1024 * 1024
 USER_MENTION = re.compile(r"<@!?(\d+)>")
 ROLE_MENTION = re.compile(r"<@&(\d+)>")
 
@@ -40,6 +47,14 @@ def validate(body: Json, *, has_files: bool, allow_empty: bool) -> None:
     if allow_empty or has_files or content or body.get("embeds") or body.get("components"):
         return
     raise DiscordError(400, EMPTY_MESSAGE)
+
+
+def validate_files(sizes: list[int]) -> None:
+    """Refuse more than :data:`MAX_FILES` files, or one over :data:`MAX_FILE_BYTES`."""
+    if len(sizes) > MAX_FILES:
+        raise form_error("attachments", f"Must be {MAX_FILES} or fewer in length.")
+    if any(size > MAX_FILE_BYTES for size in sizes):
+        raise DiscordError(413, REQUEST_TOO_LARGE)
 
 
 def form_error(field: str, detail: str) -> DiscordError:

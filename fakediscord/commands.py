@@ -15,7 +15,7 @@ from fakediscord.errors import UNKNOWN_APPLICATION_COMMAND, DiscordError
 from fakediscord.models import ApplicationCommand, Channel, Role, User
 from fakediscord.state import State
 
-__all__ = ["CommandRegistry", "build_options"]
+__all__ = ["CommandRegistry", "build_options", "resolve"]
 
 Json = dict[str, Any]
 SUB_COMMAND, SUB_COMMAND_GROUP = 1, 2
@@ -153,7 +153,7 @@ def _argument(
         raise ValueError(f"unknown option {name!r}; options are {[o['name'] for o in definitions]}")
     kind = int(definition["type"])
     if kind in (USER, CHANNEL, ROLE, MENTIONABLE):
-        return {"type": kind, "name": name, "value": _resolve(state, value, guild_id, resolved)}
+        return {"type": kind, "name": name, "value": resolve(state, value, guild_id, resolved)}
     converted = {STRING: str, INTEGER: int, BOOLEAN: bool, NUMBER: float}.get(kind)
     if converted is None:
         raise ValueError(f"option {name!r} has type {kind}, which the fake cannot send yet")
@@ -164,7 +164,7 @@ def _argument(
     return {"type": kind, "name": name, "value": result}
 
 
-def _resolve(state: State, value: Any, guild_id: int, resolved: Json) -> str:
+def resolve(state: State, value: Any, guild_id: int, resolved: Json) -> str:
     """Put a user/member, channel or role into ``resolved``; return its id as a string."""
     ident = int(getattr(value, "id", value))
     if isinstance(value, User) or (not isinstance(value, Channel | Role) and ident in state.users):

@@ -15,6 +15,7 @@ __all__ = [
     "INVALID_FORM_BODY",
     "MISSING_ACCESS",
     "MISSING_PERMISSIONS",
+    "REQUEST_TOO_LARGE",
     "THREAD_ARCHIVED",
     "UNAUTHORIZED",
     "UNKNOWN_APPLICATION_COMMAND",
@@ -41,6 +42,7 @@ UNKNOWN_EMOJI = 10014
 UNKNOWN_WEBHOOK = 10015
 UNKNOWN_INTERACTION = 10062
 UNKNOWN_APPLICATION_COMMAND = 10063
+REQUEST_TOO_LARGE = 40005
 INTERACTION_ALREADY_ACKNOWLEDGED = 40060
 MISSING_ACCESS = 50001
 CANNOT_EDIT_OTHERS_MESSAGE = 50005
@@ -60,6 +62,7 @@ _MESSAGES = {
     UNKNOWN_WEBHOOK: "Unknown Webhook",
     UNKNOWN_INTERACTION: "Unknown interaction",
     UNKNOWN_APPLICATION_COMMAND: "Unknown application command",
+    REQUEST_TOO_LARGE: "Request entity too large",
     INTERACTION_ALREADY_ACKNOWLEDGED: "Interaction has already been acknowledged.",
     MISSING_ACCESS: "Missing Access",
     CANNOT_EDIT_OTHERS_MESSAGE: "Cannot edit a message authored by another user",
@@ -75,7 +78,13 @@ def default_message(status: int, code: int) -> str:
     """Discord's wording for ``code``, or its generic ``"<status>: <reason>"`` form."""
     if code in _MESSAGES:
         return _MESSAGES[code]
-    reasons = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+    reasons = {
+        400: "Bad Request",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "Not Found",
+        413: "Payload Too Large",
+    }
     return f"{status}: {reasons.get(status, 'Error')}"
 
 

@@ -140,15 +140,21 @@ class Interactions:
             return None
         return interaction
 
-    def callback(self, interaction: Interaction, body: Json) -> Message | None:
-        """Apply an interaction callback; returns the message it created or changed."""
+    def callback(
+        self, interaction: Interaction, body: Json, attachments: list[Attachment] | None = None
+    ) -> Message | None:
+        """Apply an interaction callback; returns the message it created or changed.
+
+        ``attachments`` are the request's files: a message answer (type 4) carries them,
+        as ``/export``'s page does on Discord.
+        """
         if interaction.acknowledged:
             raise DiscordError(400, INTERACTION_ALREADY_ACKNOWLEDGED)
         kind = int(body.get("type", 0))
         data: Json = body.get("data") or {}
         message: Message | None = None
         if kind == 4:
-            message = self._respond(interaction, data)
+            message = self._respond(interaction, data, attachments=attachments)
         elif kind == 5:
             flags = LOADING | (int(data.get("flags") or 0) & EPHEMERAL)
             message = self._respond(interaction, {"flags": flags}, allow_empty=True)
@@ -168,7 +174,12 @@ class Interactions:
         return message
 
     def _respond(
-        self, interaction: Interaction, data: Json, *, allow_empty: bool = False
+        self,
+        interaction: Interaction,
+        data: Json,
+        *,
+        allow_empty: bool = False,
+        attachments: list[Attachment] | None = None,
     ) -> Message:
         flags = int(data.get("flags") or 0)
         bot = self._state.bot_by_user(interaction.application_id)
@@ -182,6 +193,7 @@ class Interactions:
             application_id=interaction.application_id,
             interaction_id=interaction.id,
             ephemeral=bool(flags & EPHEMERAL),
+            attachments=attachments,
         )
         interaction.original_message_id = message.id
         return message

@@ -19,6 +19,7 @@ from fakediscord._content import (
     mentioned,
     parses,
     validate,
+    validate_files,
 )
 from fakediscord.errors import THREAD_ARCHIVED, UNKNOWN_EMOJI, WRONG_CHANNEL_TYPE, DiscordError
 from fakediscord.gateway import Gateway, Intents
@@ -58,6 +59,7 @@ class Operations:
         channel = self.state.channel(channel_id)
         attachments = attachments or []
         validate(body, has_files=bool(attachments), allow_empty=type != 0)
+        validate_files([a.size for a in attachments])
         self.unarchive_for_send(channel)
         content = str(body.get("content") or "")
         allowed = body.get("allowed_mentions")
@@ -110,6 +112,8 @@ class Operations:
             message.content = content
             allowed = body.get("allowed_mentions", message.allowed_mentions)
             message.mention_ids = mentioned(USER_MENTION, content, allowed, "users")
+            message.mention_role_ids = mentioned(ROLE_MENTION, content, allowed, "roles")
+            message.mention_everyone = "@everyone" in content and parses(allowed, "everyone")
         for key in ("embeds", "components"):
             if key in body:
                 setattr(message, key, list(body[key] or []))

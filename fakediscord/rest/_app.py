@@ -135,7 +135,7 @@ async def _read_body(request: web.Request) -> tuple[Any, list[RecordedFile]]:
         while (part := await reader.next()) is not None:
             if not isinstance(part, BodyPartReader):
                 continue  # nested multipart: Discord does not use it
-            data = await part.read()
+            data = bytes(await part.read())  # aiohttp gives a bytearray: not saveable as is
             if part.name == "payload_json":
                 payload = json.loads(data)
             else:

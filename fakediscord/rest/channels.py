@@ -6,6 +6,7 @@ locked, 50083), and a bot may edit only its own messages (50005), as on Discord.
 
 from __future__ import annotations
 
+import mimetypes
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +33,7 @@ routes = web.RouteTableDef()
 Json = dict[str, Any]
 CHANNEL = API + "/channels/{channel_id}"
 MESSAGE = CHANNEL + "/messages/{message_id}"
+GENERIC_TYPE = "application/octet-stream"
 
 
 def _channel(request: web.Request) -> Channel:
@@ -44,17 +46,27 @@ def _message(request: web.Request) -> Message:
 
 
 def attachments_from(state: State, files: list[RecordedFile]) -> list[Attachment]:
-    """Attachments for the ``files[n]`` parts of a multipart message request."""
+    """Attachments for the ``files[n]`` parts of a multipart message request.
+
+    discord.py labels every part ``application/octet-stream``; Discord types a file
+    by its name instead, so an ``.html`` export opens as a page in a browser.
+    """
     return [
         Attachment(
             id=state.new_id(),
             filename=f.filename,
             size=len(f.data),
-            content_type=f.content_type,
+            content_type=_typed(f.filename, f.content_type),
             data=f.data,
         )
         for f in files
     ]
+
+
+def _typed(filename: str, declared: str | None) -> str | None:
+    if declared not in (None, GENERIC_TYPE):
+        return declared
+    return mimetypes.guess_type(filename, strict=False)[0] or declared
 
 
 @routes.get(CHANNEL)

@@ -227,7 +227,8 @@ async def interaction_callback(request: web.Request) -> web.Response:
         snowflake(request, "interaction_id"), request.match_info["interaction_token"]
     )
     body: Json = body_of(request) or {}
-    message = api.interactions.callback(interaction, body)
+    attachments = attachments_from(api.state, files_of(request))
+    message = api.interactions.callback(interaction, body, attachments)
     if not truthy(request.query.get("with_response")):
         return no_content()
     kind = int(body.get("type", 0))

@@ -226,6 +226,11 @@ class TestExport:
         assert file.filename == filename
         assert b"hello there" in file.data
         assert b"<html" in file.data.lower()
+        # the answer message keeps the file, served as a page (Discord types files by name)
+        answer = bot.fake.message(bot.fake.state.interactions[interaction_id].original_message_id)
+        (stored,) = answer.attachments
+        assert (stored.filename, stored.content_type) == (filename, "text/html")
+        assert stored.data == file.data
 
 
 class TestUnbound:

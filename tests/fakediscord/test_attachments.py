@@ -183,3 +183,21 @@ class TestDiscordPyReads:
         await sent.delete()
         with pytest.raises(discord.NotFound):
             await sent.attachments[0].read()
+
+    async def test_a_bots_upload_is_typed_by_name_and_saved(
+        self, fake: FakeDiscord, world: World, clients: Clients, tmp_path: Path
+    ) -> None:
+        """discord.py labels parts octet-stream; the file is typed by its name, and saveable."""
+        client, _ = await _listening(clients)
+        channel = client.get_channel(world.channel.id)
+        assert isinstance(channel, discord.TextChannel)
+
+        sent = await channel.send(file=discord.File(io.BytesIO(b"<html/>"), "page.html"))
+
+        stored = fake.message(sent.id).attachments[0]
+        assert (stored.content_type, type(stored.data)) == ("text/html", bytes)
+        assert sent.attachments[0].content_type == "text/html"
+        save_state(fake.state, tmp_path / "state.json")  # a bytearray here once broke the save
+        restored = FakeDiscord()
+        assert load_state(restored.state, tmp_path / "state.json")
+        assert restored.message(sent.id).attachments == [stored]

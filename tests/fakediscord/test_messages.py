@@ -8,7 +8,7 @@ import aiohttp
 import discord
 import pytest
 
-from fakediscord import FakeDiscord
+from fakediscord import MAX_FILE_BYTES, FakeDiscord
 from tests.fakediscord.conftest import TOKEN, Clients, World, intents
 
 
@@ -93,6 +93,40 @@ class TestSend:
         with pytest.raises(discord.HTTPException) as caught:
             await _text_channel(client, world.channel.id).send("x" * 2001)
         assert caught.value.code == 50035
+
+    async def test_an_edit_recomputes_who_is_mentioned(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """Streaming edits are where model text arrives: their mentions obey allowed_mentions."""
+        client = await _ready(clients)
+        channel = _text_channel(client, world.channel.id)
+        quiet = await channel.send("…", allowed_mentions=discord.AllowedMentions.none())
+        loud = await channel.send("…")
+
+        await quiet.edit(content="@everyone <@&1>")
+        await loud.edit(content="@everyone")
+
+        assert not fake.message(quiet.id).mention_everyone
+        assert fake.message(quiet.id).mention_role_ids == []
+        assert fake.message(loud.id).mention_everyone
+
+    async def test_files_over_discords_limits_are_refused(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """More than 10 files is 50035; a file over 10 MiB is 413 (40005); nothing is stored."""
+        client = await _ready(clients)
+        channel = _text_channel(client, world.channel.id)
+        eleven = [discord.File(io.BytesIO(b"x"), f"{i}.txt") for i in range(11)]
+        huge = discord.File(io.BytesIO(b"x" * (MAX_FILE_BYTES + 1)), "huge.bin")
+
+        with pytest.raises(discord.HTTPException) as many:
+            await channel.send(files=eleven)
+        with pytest.raises(discord.HTTPException) as large:
+            await channel.send(file=huge)
+
+        assert many.value.code == 50035
+        assert (large.value.status, large.value.code) == (413, 40005)
+        assert fake.messages_in(world.channel) == []
 
 
 class TestThreads:
