@@ -18,6 +18,7 @@ from core.agent import ToolRegistry
 from core.agent.builtin_tools import http_get_tool, sleep_tool
 from core.agent.factory import ProfileAgentFactory
 from core.agent.mcp_tools import referenced_tools
+from core.agent.usage import ModelInfo
 from core.artifacts import builtin as _builtin_artifacts
 from core.artifacts.service import ArtifactService, artifact_tool_handler
 from core.attachments import AttachmentStore
@@ -214,12 +215,15 @@ async def build_services(
     clock: Clock | None = None,
     env: Mapping[str, str] | None = None,
     provider: Provider | None = None,
+    provider_info: ModelInfo | None = None,
     single_process: bool = False,
 ) -> Services:
     """Open the store (migrating it) and build the services over it, indexes loaded.
 
     ``provider`` replaces the configured one (tests, the playground's demo model);
-    otherwise the first ``[providers.<name>]`` table is used. ``single_process``
+    otherwise the first ``[providers.<name>]`` table is used; ``provider_info`` says
+    what that replacement can do where no table does (the demo model reads images,
+    by naming them). ``single_process``
     (the bot's own start) refuses a SQLite file another bot process runs on.
     """
     clock = clock or SystemClock()
@@ -265,6 +269,7 @@ async def build_services(
             default,
             default_tools(config, clock),
             provider_override=provider,
+            override_info=provider_info,
             mcp=mcp,
             clock=clock,
             load_image=attachments.load,

@@ -52,6 +52,7 @@ class ProfileAgentFactory:
         base_tools: ToolRegistry,
         *,
         provider_override: Provider | None = None,
+        override_info: ModelInfo | None = None,
         mcp: McpServers | None = None,
         clock: Clock | None = None,
         load_image: Callable[[str], bytes] | None = None,
@@ -63,6 +64,7 @@ class ProfileAgentFactory:
         self._providers = providers
         self._default = default_provider
         self._override = provider_override
+        self._override_info = override_info
         self._base = base_tools
         self._spawn: Tool | None = None
         self._artifacts: ArtifactHandlerFor | None = None
@@ -134,7 +136,9 @@ class ProfileAgentFactory:
         if name is None:
             name = next(iter(self._config.providers), None)
         config = self._config.providers.get(name) if name is not None else None
-        return ModelInfo.of(config) if config is not None else ModelInfo()
+        if config is not None:
+            return ModelInfo.of(config)
+        return self._override_info or ModelInfo()
 
     def _provider_for(self, profile: AgentProfile) -> Provider:
         if self._override is not None:

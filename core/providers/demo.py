@@ -14,7 +14,11 @@ script from the conversation alone, so it is stateless and deterministic:
 - a steering message (the loop renders it as ``<steering …>text</steering>``) is
   acknowledged in the next step's text: "changing course";
 - after ``steps`` tool results the turn ends with a final answer that quotes the
-  task and every steer, so a reader can tell the steer was taken into account.
+  task and every steer, so a reader can tell the steer was taken into account;
+  it names every file the turn's messages carried (a text file by its lines, an
+  image by its type and size), so an upload can be seen to reach the model, and
+  when the task asks for code it answers with a small markdown sample (a heading,
+  a list, a fenced block) to show how the thread renders one.
 
 Every piece of text starts with :data:`LABEL` so nobody mistakes it for a model.
 It knows nothing about Discord: the playground passes it to ``build_services``.
@@ -23,6 +27,8 @@ It knows nothing about Discord: the playground passes it to ``build_services``.
 from __future__ import annotations
 
 import asyncio
+import base64
+import html
 import json
 import re
 import uuid
@@ -46,6 +52,17 @@ LABEL = "[demo model]"
 """The prefix of everything the demo model says."""
 
 _STEERING = re.compile(r"^<steering[^>]*>(?P<text>.*)</steering>$", re.DOTALL)
+_ATTACHMENT = re.compile(
+    r'<attachment name="(?P<name>[^"]*)">\n?(?P<body>.*?)\n?</attachment>', re.DOTALL
+)
+_IMAGE_MARK = re.compile(r"^\[image (?P<number>\d+)\]$")
+CODE_SAMPLE = """\
+### A sample, as asked
+- a heading, this list and a fenced block:
+```python
+def fizzbuzz(n: int) -> str:
+    return "Fizz" * (n % 3 == 0) + "Buzz" * (n % 5 == 0) or str(n)
+```"""
 _QUOTE_MAX = 160
 
 
@@ -74,6 +91,26 @@ class DemoPlan:
     tool: str | None = None
     """Another tool to call instead of ``sleep`` (the demo MCP server's)."""
     arguments: str = "{}"
+
+
+def _without_attachments(text: str) -> str:
+    return _ATTACHMENT.sub("", text).strip()
+
+
+def _files_seen(message: ChatMessage) -> list[str]:
+    """What the model was given besides text: each attached file, described."""
+    seen = []
+    for match in _ATTACHMENT.finditer(message.content or ""):
+        name, body = html.unescape(match.group("name")), match.group("body")
+        image = _IMAGE_MARK.match(body.strip())
+        if image is not None and int(image.group("number")) <= len(message.images):
+            part = message.images[int(image.group("number")) - 1]
+            size = len(base64.b64decode(part.data_base64))
+            seen.append(f"`{name}` (an image, {part.mime}, {size} bytes)")
+        elif image is None:
+            lines = len(body.splitlines())
+            seen.append(f"`{name}` ({lines} line{'s' if lines != 1 else ''} of text)")
+    return seen
 
 
 def _offered(tools: frozenset[str], suffix: str) -> str | None:
@@ -106,11 +143,16 @@ def plan_reply(
     # steer that the sleeping steps give.
     done = sum(1 for m in turn if m.role == "tool" and m.name in (None, "sleep"))
     used_tools = any(m.role == "tool" and m.name not in (None, "sleep") for m in turn)
-    asks = [m.content or "" for m in turn if m.role == "user" and _steering_text(m) is None]
+    asks = [
+        _without_attachments(m.content or "")
+        for m in turn
+        if m.role == "user" and _steering_text(m) is None
+    ]
+    files = [f for m in turn if m.role == "user" for f in _files_seen(m)]
     steers = [t for m in turn if m.role == "user" and (t := _steering_text(m)) is not None]
     last = next((m for m in reversed(turn) if m.role != "tool"), None)
     fresh_steer = last is not None and last.role == "user" and _steering_text(last) is not None
-    task = _quote(asks[-1]) if asks else "the task"
+    task = _quote(asks[-1]) if asks and asks[-1] else "the task"
 
     if done >= steps or not can_sleep:
         lines = [f"{LABEL} Final answer for {task}:"]
@@ -119,6 +161,10 @@ def plan_reply(
             lines.append(f"so this answer follows {_quote(steers[-1])}.")
         else:
             lines.append(f"worked through {done} step{'s' if done != 1 else ''} and finished.")
+        if files:
+            lines.append("Files I was given: " + ", ".join(files) + ".")
+        if "code" in (asks[-1] if asks else "").lower():
+            lines.append(CODE_SAMPLE)
         lines.append("(This is the built-in demo model; configure [providers] for a real one.)")
         return DemoPlan(text="\n".join(lines), sleep=False, step=steps + 1)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from core.agent.messages import render_steering
 from core.providers.demo import LABEL, DemoProvider, plan_reply
 from core.providers.types import (
     ChatMessage,
+    ImagePart,
     StreamDone,
     TextDelta,
     ToolCall,
@@ -145,3 +147,29 @@ class TestDemoTools:
         ]
         _, calls, _ = await play(provider, [user("x"), *first], (SLEEP, self.DICE))
         assert [c.name for c in calls] == ["sleep"]
+
+
+def test_the_final_answer_names_the_files_it_was_given() -> None:
+    """Attachments as the loop renders them: a text file by its lines, an image by type and size."""
+    picture = ImagePart(mime="image/png", data_base64=base64.b64encode(b"p" * 70).decode())
+    message = ChatMessage(
+        role="user",
+        content='what are these?\n\n<attachment name="a &amp; b.txt">\nx\ny\n</attachment>'
+        '\n\n<attachment name="dot.png">[image 1]</attachment>',
+        images=(picture,),
+    )
+
+    plan = plan_reply([message, *step(1)], steps=1, can_sleep=True)
+
+    assert "Final answer for “what are these?”" in plan.text  # files are not the task
+    assert "Files I was given: `a & b.txt` (2 lines of text), `dot.png` (an image, " in plan.text
+    assert "image/png, 70 bytes)." in plan.text
+    only_files = ChatMessage(role="user", content='<attachment name="n.md">\nhi\n</attachment>')
+    assert "Final answer for the task" in plan_reply([only_files], steps=1, can_sleep=False).text
+
+
+def test_a_task_asking_for_code_gets_a_markdown_sample() -> None:
+    plan = plan_reply([user("write code for fizzbuzz")], steps=1, can_sleep=False)
+    assert "```python\ndef fizzbuzz" in plan.text
+    assert "### A sample" in plan.text
+    assert "```" not in plan_reply([user("plan a trip")], steps=1, can_sleep=False).text
