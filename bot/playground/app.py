@@ -38,6 +38,7 @@ from bot.playground.progress import Counts, Progress
 from bot.playground.view import World
 from bot.playground.web import PlaygroundWeb
 from bot.wiring import Services, build_services
+from core.agent.usage import ModelInfo
 from core.config import AgentProfile, Config, McpServerConfig
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
@@ -94,6 +95,10 @@ DEMO_MCP_SERVERS = {
 }
 """The demo MCP server (:mod:`bot.playground.demo_tools`), added for the demo agents
 (a file with no ``[agents]``)."""
+
+
+DEMO_MODEL_INFO = ModelInfo(vision=True)
+"""The demo model takes images (it names them in its answer), so an upload can be tried."""
 
 
 def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Config:
@@ -259,7 +264,12 @@ class Playground:
         config = playground_config(self.config, self.fake, self.world.guild_id)
         store = self.config.base_dir / self.settings.store_file
         store.parent.mkdir(parents=True, exist_ok=True)
-        self.services = await build_services(config, provider=self.provider, single_process=True)
+        self.services = await build_services(
+            config,
+            provider=self.provider,
+            provider_info=DEMO_MODEL_INFO if self.demo else None,
+            single_process=True,
+        )
         self._stack.push_async_callback(self.services.close)
         self._previous = use_endpoints(f"{self.fake.base_url}/api/v10", self.fake.gateway_url)
         account_id = config.account_ids()[0]

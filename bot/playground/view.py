@@ -13,13 +13,23 @@ from typing import Any
 
 from bot.playground.commands_text import help_entries
 from bot.playground.markdown import Names, render_markdown
-from fakediscord import FakeDiscord, Message
+from fakediscord import (
+    MAX_CONTENT,
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    Attachment,
+    FakeDiscord,
+    Message,
+)
 from fakediscord.interactions import LOADING
+from fakediscord.payloads import attachment_url
 from fakediscord.permissions import ADMINISTRATOR
 
-__all__ = ["PageView", "World"]
+__all__ = ["PREVIEWED_IMAGES", "PageView", "World"]
 
 Json = dict[str, Any]
+PREVIEWED_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""Image types the page shows as a preview; any other file is a link with its size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +69,20 @@ class PageView:
                     "id": str(c.id),
                     "name": c.name,
                     "parent_id": _sid(c.parent_id),
+                    "type": c.type,
                     "thread": c.is_thread,
                     "archived": c.archived,
+                    "locked": c.locked,
                 }
                 for c in channels
             ],
             "users": users,
+            "roles": [
+                {"id": str(r.id), "name": r.name}
+                for r in sorted(guild.roles.values(), key=lambda r: -r.position)
+                if r.id != guild.id
+            ],
+            "limits": {"content": MAX_CONTENT, "files": MAX_FILES, "file_bytes": MAX_FILE_BYTES},
             "bot": {"id": str(bot.id), "name": bot.username},
             "commands": [
                 {"usage": e.usage, "description": e.description}
@@ -126,6 +144,7 @@ class PageView:
             "edited": message.edited_timestamp is not None,
             "components": message.components,
             "embeds": [_embed(embed, names) for embed in message.embeds],
+            "attachments": [self._attachment(message, a) for a in message.attachments],
             "reactions": [
                 {"emoji": r.key, "count": len(r.user_ids), "me": viewer in r.user_ids}
                 for r in message.reactions
@@ -151,6 +170,19 @@ class PageView:
                 "command": command,
             }
         return rendered
+
+    def _attachment(self, message: Message, attachment: Attachment) -> Json:
+        """A file under a message, at the fake Discord's own file route (its CDN)."""
+        mime = (attachment.content_type or "").split(";")[0].strip().lower()
+        return {
+            "id": str(attachment.id),
+            "filename": attachment.filename,
+            "size": attachment.size,
+            "content_type": attachment.content_type,
+            "url": attachment_url(self.fake.state, message.channel_id, attachment),
+            "image": mime in PREVIEWED_IMAGES,
+            "spoiler": attachment.filename.startswith("SPOILER_"),
+        }
 
     def _names(self, guild: Any) -> Names:
         """How the page names mentions: members by nickname, roles, channels."""
@@ -178,7 +210,7 @@ class PageView:
         state = self.fake.state
         tree = hash(
             tuple(
-                (c.id, c.name, c.archived, c.parent_id)
+                (c.id, c.name, c.archived, c.locked, c.parent_id)
                 for c in state.channels.values()
                 if c.guild_id == self.world.guild_id
             )
@@ -197,6 +229,7 @@ class PageView:
                         m.edited_timestamp,
                         m.flags,
                         m.thread_id,
+                        len(m.attachments),
                         tuple((r.key, len(r.user_ids)) for r in m.reactions),
                     )
                 )

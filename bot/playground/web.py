@@ -14,7 +14,8 @@ whether the channel list did; the page refetches just those. Snowflakes travel
 as strings, as on Discord's wire, because JavaScript numbers cannot hold them.
 
 Routes: ``GET /`` the page; ``GET /api/state``; ``GET /api/channels/{id}/messages``;
-``POST /api/messages`` ``{channel_id, user_id, content}``; ``POST /api/command``
+``POST /api/messages`` ``{channel_id, user_id, content}`` as JSON, or as a multipart
+form with ``files`` parts (an upload); ``POST /api/command``
 ``{channel_id, user_id, text}``; ``POST /api/click`` ``{message_id, custom_id,
 user_id[, values]}``; ``GET /api/events`` (SSE).
 """
@@ -27,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from bot.playground.commands_text import (
     CHANNEL,
@@ -36,7 +37,7 @@ from bot.playground.commands_text import (
     parse_command,
 )
 from bot.playground.view import PageView, World
-from fakediscord import FakeDiscord
+from fakediscord import MAX_CONTENT, MAX_FILE_BYTES, MAX_FILES, FakeDiscord, UserFile
 from fakediscord.errors import DiscordError
 
 __all__ = ["STATIC_DIR", "PlaygroundWeb"]
@@ -45,6 +46,11 @@ STATIC_DIR = Path(__file__).with_name("static")
 KEEPALIVE_SECONDS = 15.0
 COALESCE_SECONDS = 0.05
 """After a change, wait this long so a burst of changes becomes one event."""
+UPLOAD_HEADER = "X-Playground-Upload"
+"""Sent with every multipart upload: a header a cross-site form cannot add."""
+MAX_REQUEST_BYTES = MAX_FILES * MAX_FILE_BYTES + 1024 * 1024
+"""Ten files at Discord's limit, plus the form's text fields."""
+READ_CHUNK = 64 * 1024
 
 Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -77,7 +83,7 @@ class PlaygroundWeb:
     # lifecycle
 
     def application(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard])
+        app = web.Application(middlewares=[self._guard], client_max_size=MAX_REQUEST_BYTES)
         app.router.add_get("/", self._index)
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         app.router.add_get("/api/state", self._state)
@@ -134,13 +140,16 @@ class PlaygroundWeb:
         visitor's browser: the Host must be the loopback address we listen on (no DNS
         rebinding), a state-changing request must be JSON (a cross-site form or
         ``text/plain`` post is not, and a JSON one needs a CORS preflight nobody
-        answers), and an Origin, when sent, must be this page's.
+        answers) or a multipart upload carrying :data:`UPLOAD_HEADER` (which a form
+        cannot send, and a script elsewhere only after a preflight), and an Origin,
+        when sent, must be this page's.
         """
         if request.host not in self._allowed_hosts:
             return "the playground only answers requests addressed to 127.0.0.1"
         if request.method in ("GET", "HEAD", "OPTIONS"):
             return None
-        if request.content_type != "application/json":
+        upload = request.content_type == "multipart/form-data" and UPLOAD_HEADER in request.headers
+        if request.content_type != "application/json" and not upload:
             return "send JSON (Content-Type: application/json)"
         origin = request.headers.get("Origin")
         if origin is not None and origin not in {f"http://{h}" for h in self._allowed_hosts}:
@@ -194,13 +203,21 @@ class PlaygroundWeb:
     # actions
 
     async def _send(self, request: web.Request) -> web.Response:
-        body = await self._body(request)
+        files: list[UserFile] = []
+        if request.content_type == "multipart/form-data":
+            body, files = await _upload(request)
+        else:
+            body = await self._body(request)
         channel_id = self._channel(_int(body, "channel_id"))
         user_id = self._member(_int(body, "user_id"))
         content = str(body.get("content") or "")
-        if not content.strip():
+        if not content.strip() and not files:
             raise BadRequest("an empty message is not sent")
-        message = await self.fake.user_says(channel_id, user_id, content)
+        if len(content) > MAX_CONTENT:
+            raise BadRequest(
+                f"a message may be {MAX_CONTENT} characters at most (this one is {len(content)})"
+            )
+        message = await self.fake.user_says(channel_id, user_id, content, files=files)
         return web.json_response({"id": str(message.id)})
 
     async def _command(self, request: web.Request) -> web.Response:
@@ -308,6 +325,36 @@ class PlaygroundWeb:
         except ConnectionResetError:
             pass  # the page went away; nothing to tell it
         return response
+
+
+async def _upload(request: web.Request) -> tuple[Json, list[UserFile]]:
+    """The text fields and ``files`` parts of a multipart message, within Discord's limits.
+
+    Each file is read in chunks and refused as soon as it passes the limit, so an
+    oversized upload costs at most the limit in memory, and the error names the file.
+    """
+    fields: Json = {}
+    files: list[UserFile] = []
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            raise BadRequest("nested multipart bodies are not accepted")
+        if part.name != "files":
+            fields[part.name or ""] = (await part.read(decode=True)).decode("utf-8", "replace")
+            continue
+        if len(files) == MAX_FILES:
+            raise BadRequest(f"Discord allows {MAX_FILES} files per message at most")
+        name = part.filename or "file"
+        data = bytearray()
+        while chunk := await part.read_chunk(READ_CHUNK):
+            data += chunk
+            if len(data) > MAX_FILE_BYTES:
+                raise BadRequest(
+                    f"{name} is larger than Discord's {MAX_FILE_BYTES // (1024 * 1024)} MB per file"
+                )
+        content_type = part.headers.get("Content-Type") or None
+        files.append((name, bytes(data), content_type))
+    return fields, files
 
 
 def _jsonable(value: Any) -> Any:

@@ -14,6 +14,8 @@ from fakediscord import Message
 from tests.playground.conftest import Page, StartPlayground, make_config, until
 
 FINAL = f"{LABEL} Final answer"
+MIB = 1024 * 1024
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
 
 def by_name(snapshot: dict, name: str) -> dict:
@@ -203,3 +205,118 @@ async def test_a_taken_port_is_named(tmp_path: Path, start_playground: StartPlay
     with pytest.raises(aiohttp.ClientConnectionError):  # and the fake Discord stopped again
         async with aiohttp.ClientSession() as session, session.get(second.fake.base_url):
             pass
+
+
+def upload_form(fields: dict[str, str], files: list[tuple[str, bytes, str]]) -> aiohttp.FormData:
+    form = aiohttp.FormData(default_to_multipart=True)
+    for key, value in fields.items():
+        form.add_field(key, value)
+    for name, data, content_type in files:
+        form.add_field("files", data, filename=name, content_type=content_type)
+    return form
+
+
+UPLOAD = {"X-Playground-Upload": "1"}
+
+
+async def upload(
+    http: aiohttp.ClientSession,
+    page: Page,
+    fields: dict[str, str],
+    files: list[tuple[str, bytes, str]],
+    *,
+    headers: dict[str, str] = UPLOAD,
+) -> tuple[int, dict]:
+    form = upload_form(fields, files)
+    async with http.post(page.url + "/api/messages", data=form, headers=headers) as response:
+        return response.status, await response.json()
+
+
+async def test_uploads_reach_the_bot_and_show_under_the_message(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """A multipart post is an ordinary message with attachments; the page lists them."""
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    assert snapshot["limits"] == {"content": 2000, "files": 10, "file_bytes": 10 * 1024 * 1024}
+    general = by_name(snapshot, "general")["id"]
+    alice = snapshot["users"][0]["id"]
+    await page.post(
+        "/api/command",
+        {"channel_id": general, "user_id": alice, "text": '/agents spawn task:"read" mode:session'},
+    )
+    thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+    await until(playground, lambda: status_idle(playground, thread), "the first answer")
+
+    status, sent = await upload(
+        http,
+        page,
+        {"channel_id": str(thread), "user_id": alice, "content": ""},
+        [("notes.txt", b"one\ntwo\nthree\n", "text/plain"), ("dot.png", PNG, "image/png")],
+    )
+    assert status == 200, sent
+    answer = await until(
+        playground,
+        lambda: persona(playground, thread, "Files I was given", complete=True),
+        "the answer naming the files",
+    )
+    assert "`notes.txt` (3 lines of text)" in answer.content
+    assert f"`dot.png` (an image, image/png, {len(PNG)} bytes)" in answer.content
+
+    listed = await page.get(f"/api/channels/{thread}/messages?viewer={alice}")
+    (mine,) = [m for m in listed["messages"] if m["id"] == sent["id"]]
+    notes, dot = mine["attachments"]
+    assert (notes["filename"], notes["size"], notes["image"]) == ("notes.txt", 14, False)
+    assert (dot["filename"], dot["image"]) == ("dot.png", True)
+    async with http.get(dot["url"]) as served:  # the fake Discord's own file route
+        assert (served.status, await served.read()) == (200, PNG)
+        assert served.content_type == "image/png"
+
+
+async def test_uploads_outside_discords_limits_are_refused_by_name(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    playground = await start_playground()
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    research = by_name(snapshot, "research")["id"]
+    fields = {"channel_id": research, "user_id": snapshot["users"][0]["id"], "content": "x"}
+
+    status, error = await upload(http, page, fields, [("big.bin", b"0" * (10 * MIB + 1), "a/b")])
+    assert (status, error["error"]) == (400, "big.bin is larger than Discord's 10 MB per file")
+    eleven = [(f"{i}.txt", b"x", "text/plain") for i in range(11)]
+    status, error = await upload(http, page, fields, eleven)
+    assert (status, error["error"]) == (400, "Discord allows 10 files per message at most")
+    status, error = await upload(http, page, fields | {"content": "x" * 2001}, [])
+    assert status == 400
+    assert "2000 characters at most" in error["error"]
+    status, error = await upload(http, page, fields, [("a.txt", b"x", "text/plain")], headers={})
+    assert status == 403  # a cross-site form cannot add the header
+    assert playground.fake.messages_in(int(research)) == []  # nothing half-sent
+
+
+async def test_uploads_survive_a_restart_and_deleted_messages_go(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    first = await start_playground()
+    page = Page(http, first.url)
+    snapshot = await page.get("/api/state")
+    research = by_name(snapshot, "research")["id"]
+    alice = snapshot["users"][0]["id"]
+    fields = {"channel_id": research, "user_id": alice, "content": "keep this"}
+    status, _ = await upload(http, page, fields, [("dot.png", PNG, "image/png")])
+    assert status == 200
+    status, gone = await upload(http, page, fields | {"content": "drop this"}, [])
+    assert status == 200
+    first.fake.ops.delete_message(first.fake.message(int(gone["id"])))
+    await first.stop()
+
+    second = await start_playground()
+    page = Page(http, second.url)
+    listed = await page.get(f"/api/channels/{research}/messages?viewer={alice}")
+    assert [m["content"] for m in listed["messages"]] == ["keep this"]
+    (dot,) = listed["messages"][0]["attachments"]
+    assert dot["url"].startswith(second.fake.base_url)  # the new fake's address
+    async with http.get(dot["url"]) as served:
+        assert (served.status, await served.read()) == (200, PNG)

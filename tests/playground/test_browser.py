@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import struct
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.playground import Playground
 from tests.playground.conftest import StartPlayground, until
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 TIMEOUT_MS = 60_000
+MIB = 1024 * 1024
 
 
 def _missing() -> str | None:
@@ -197,7 +201,7 @@ async def test_admin_and_buttons(
 
 async def scout_thread(
     start_playground: StartPlayground, page: Any, request: pytest.FixtureRequest, task: str
-) -> Shots:
+) -> tuple[Playground, Shots]:
     """A quick playground; Scout spawned on ``task`` in a session thread, opened on the page."""
     playground = await start_playground(sleep_seconds=0.2, steps=1)
     shots = Shots(page, request.node.name)
@@ -206,7 +210,7 @@ async def scout_thread(
     await composer.fill(f'/agents spawn task:"{task}" mode:session')
     await composer.press("Enter")
     await page.locator('[data-testid="thread"]').click()
-    return shots
+    return playground, shots
 
 
 async def test_brief_and_handoff_buttons_in_the_browser(
@@ -216,7 +220,7 @@ async def test_brief_and_handoff_buttons_in_the_browser(
     from playwright.async_api import expect
 
     page = browser_page
-    shots = await scout_thread(start_playground, page, request, "plan a trip")
+    _, shots = await scout_thread(start_playground, page, request, "plan a trip")
     scout = page.locator('article[data-testid="message"][data-author="Scout"]')
     await expect(scout.filter(has_text="Final answer for “plan a trip”")).to_be_visible()
 
@@ -243,7 +247,7 @@ async def test_tool_lines_and_approval_buttons_in_the_browser(
     from playwright.async_api import expect
 
     page = browser_page
-    shots = await scout_thread(start_playground, page, request, "take a note: buy milk")
+    _, shots = await scout_thread(start_playground, page, request, "take a note: buy milk")
 
     allow = page.locator('[data-custom-id^="tb:approval:allow:"]')
     await expect(allow).to_have_text("Allow")
@@ -260,3 +264,243 @@ async def test_tool_lines_and_approval_buttons_in_the_browser(
     await expect(scout.filter(has_text="Final answer")).to_be_visible()
     await expect(page.locator("#error")).to_be_hidden()
     await shots.take("approved-and-answered")
+
+
+def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A real PNG of one colour, so the page has a picture to draw."""
+    row = b"\x00" + bytes(rgb) * width
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IEND", b"")
+    )
+
+
+async def test_code_export_and_uploads_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Markdown drawn as Discord does, ``/export`` opened from its link, files sent both ways."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    _, shots = await scout_thread(start_playground, page, request, "write code for fizzbuzz")
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    answer = scout.filter(has_text="Final answer for “write code for fizzbuzz”")
+    await expect(answer.locator('pre.codeblock[data-lang="python"] code')).to_contain_text(
+        "def fizzbuzz(n: int) -> str:"
+    )
+    await expect(answer.locator("h3")).to_have_text("A sample, as asked")
+    await expect(answer.locator("li")).to_contain_text("a heading, this list")
+    await expect(answer.locator("text=```")).to_have_count(0)  # no fence shown as text
+    await shots.take("code-answer")
+
+    composer = page.get_by_test_id("composer")
+    await composer.fill("/tree")
+    await composer.press("Enter")
+    tree = page.locator('article[data-testid="message"]', has_text="alice used /tree")
+    await expect(tree.locator("pre.codeblock")).to_contain_text("write code for fizzbuzz")
+    await shots.take("tree-as-a-block")
+
+    await composer.fill("/export")
+    await composer.press("Enter")
+    export = page.locator('[data-testid="attachment-file"][data-filename$=".html"]')
+    await expect(export).to_contain_text("KB")
+    await shots.take("export-attached")
+    async with page.context.expect_page() as opened:
+        await export.locator("a").click()
+    tab = await opened.value
+    await tab.wait_for_load_state()
+    await expect(tab.locator("body")).to_contain_text("write code for fizzbuzz")
+    await tab.screenshot(path=str(shots.directory / f"{shots.count + 1:02d}-export-opened.png"))
+    shots.count += 1
+    await tab.close()
+
+    picture = png(48, 32, (230, 120, 20))
+    await page.get_by_test_id("file-input").set_input_files(
+        [
+            {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"first line\nsecond line\n"},
+            {"name": "dot.png", "mimeType": "image/png", "buffer": picture},
+        ]
+    )
+    await expect(page.get_by_test_id("pending-file")).to_have_count(2)
+    await shots.take("files-chosen")
+    await composer.fill("what is in these?")
+    await composer.press("Enter")
+    await expect(page.get_by_test_id("pending-file")).to_have_count(0)
+    mine = page.locator('article[data-author="alice"]', has_text="what is in these?")
+    image = mine.locator('[data-testid="attachment-image"][data-filename="dot.png"] img')
+    await expect(image).to_be_visible()
+    assert await image.evaluate("img => img.naturalWidth") == 48  # the fake's CDN served it
+    await expect(mine.locator('[data-testid="attachment-file"]')).to_contain_text("notes.txt")
+    seen = scout.filter(has_text="Files I was given")
+    await expect(seen).to_contain_text("notes.txt (2 lines of text)")
+    await expect(seen).to_contain_text(f"dot.png (an image, image/png, {len(picture)} bytes)")
+    await shots.take("uploads-seen-by-the-bot")
+
+    await page.evaluate(
+        """() => {
+            const files = new DataTransfer();
+            files.items.add(new File(["dropped text"], "dropped.md", { type: "text/markdown" }));
+            const main = document.getElementById("main");
+            main.dispatchEvent(new DragEvent("dragenter", { dataTransfer: files, bubbles: true }));
+            window.droppedFiles = files;
+        }"""
+    )
+    await expect(page.get_by_test_id("drop-overlay")).to_be_visible()
+    await shots.take("dragging-a-file")
+    await page.evaluate(
+        """() => document.getElementById("main").dispatchEvent(new DragEvent("drop",
+            { dataTransfer: window.droppedFiles, bubbles: true, cancelable: true }))"""
+    )
+    await expect(page.get_by_test_id("drop-overlay")).to_be_hidden()
+    await expect(page.get_by_test_id("pending-file")).to_have_attribute(
+        "data-filename", "dropped.md"
+    )
+    await composer.press("Enter")  # files alone make a message
+    await expect(scout.filter(has_text="dropped.md (1 line of text)")).to_be_visible()
+    await shots.take("dropped-file-seen")
+
+    too_many = [{"name": f"n{i}.txt", "mimeType": "text/plain", "buffer": b"x"} for i in range(11)]
+    await page.get_by_test_id("file-input").set_input_files(too_many)
+    await expect(page.locator("#error")).to_have_text("Discord allows 10 files per message")
+    big = {
+        "name": "big.bin",
+        "mimeType": "application/octet-stream",
+        "buffer": b"0" * (MIB * 10 + 1),
+    }
+    await page.get_by_test_id("file-input").set_input_files([big])
+    await expect(page.locator("#error")).to_contain_text("big.bin is 10.00 MB")
+    await expect(page.locator("#error")).to_contain_text("Discord allows 10.00 MB per file")
+    await expect(page.get_by_test_id("pending-file")).to_have_count(0)
+    await shots.take("limits-refused")
+
+
+async def test_markup_and_mentions_are_inert_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """A message with a script, an image with a handler and ``@everyone`` shows as text."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground, shots = await scout_thread(start_playground, page, request, "say hello")
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    await expect(scout.filter(has_text="Final answer for “say hello”")).to_be_visible()
+    hostile = (
+        '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> @everyone look'
+    )
+    composer = page.get_by_test_id("composer")
+    await composer.fill(hostile)
+    await composer.press("Enter")
+    mine = page.locator('article[data-author="alice"]', has_text="@everyone look")
+    await expect(mine.get_by_test_id("content")).to_have_text(hostile)
+    echoed = scout.filter(has_text="@everyone look")
+    await expect(echoed).to_contain_text("<script>window.pwned = 1</script>")
+    messages = page.get_by_test_id("messages")
+    assert await messages.locator("script, .content img").count() == 0
+    assert await page.evaluate("() => window.pwned") is None
+    await shots.take("inert-markup")
+
+    answers = [
+        m
+        for m in playground.fake.state.messages.values()
+        if m.webhook_id is not None and "@everyone look" in m.content
+    ]
+    assert answers
+    assert not any(m.mention_everyone for m in answers)
+
+
+async def test_component_states_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Select menus reach the bot; decided components disable; ephemeral, archived, deleted."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    shots = Shots(page, request.node.name)
+    await open_page(page, playground.url)
+    fake, world = playground.fake, playground.world
+    general = next(iter(fake.state.guild_channels(world.guild_id)))
+    menu = {
+        "type": 3,
+        "custom_id": "x:colour",
+        "placeholder": "Pick a colour",
+        "options": [
+            {"label": "Red", "value": "red", "description": "warm"},
+            {"label": "Blue", "value": "blue"},
+        ],
+    }
+    several = {"type": 3, "custom_id": "x:many", "min_values": 1, "max_values": 2}
+    several["options"] = [{"label": n, "value": n} for n in ("a", "b", "c")]
+    people = {"type": 5, "custom_id": "x:who", "placeholder": "Someone"}
+    rows = [{"type": 1, "components": [c]} for c in (menu, several, people)]
+    message = fake.ops.post_message(
+        general.id, world.bot_user_id, {"content": "Choose", "components": rows}
+    )
+    article = page.locator(f'article[data-message-id="{message.id}"]')
+    await expect(article.locator('[data-custom-id="x:colour"] option')).to_have_count(3)
+    await shots.take("select-menus")
+
+    def picked(custom_id: str) -> Any:
+        return next(
+            (
+                i
+                for i in fake.state.interactions.values()
+                if i.type == 3 and i.data.get("custom_id") == custom_id
+            ),
+            None,
+        )
+
+    await article.locator('[data-custom-id="x:colour"]').select_option("blue")
+    assert (await until(playground, lambda: picked("x:colour"), "the pick")).data["values"] == [
+        "blue"
+    ]
+    await article.locator('[data-custom-id="x:many"]').select_option(["a", "c"])
+    await article.get_by_test_id("select-apply").click()
+    assert (await until(playground, lambda: picked("x:many"), "the picks")).data["values"] == [
+        "a",
+        "c",
+    ]
+    bob = world.member_ids[1]
+    await article.locator('[data-custom-id="x:who"]').select_option(str(bob))
+    who = await until(playground, lambda: picked("x:who"), "the user pick")
+    assert who.data["values"] == [str(bob)]
+    assert str(bob) in who.data["resolved"]["users"]
+
+    decided = [{"type": 1, "components": [c | {"disabled": True}]} for c in (menu, several, people)]
+    fake.ops.edit_message(message, {"content": "Chosen: blue", "components": decided})
+    await expect(article.locator('[data-custom-id="x:colour"]')).to_be_disabled()
+    await expect(article.get_by_test_id("select-apply")).to_be_disabled()
+    await shots.take("decided-and-disabled")
+
+    composer = page.get_by_test_id("composer")
+    await composer.fill("/config get key:spawnSubagentSessions")
+    await composer.press("Enter")
+    answer = page.locator("article.ephemeral", has_text="alice used /config get")
+    await expect(answer).to_contain_text("Only you can see this")
+    await shots.take("ephemeral-marked")
+
+    await composer.fill('/agents spawn task:"tidy up" mode:session')
+    await composer.press("Enter")
+    thread_button = page.locator('[data-testid="thread"]')
+    await expect(thread_button).to_have_count(1)
+    thread_id = int(await thread_button.get_attribute("data-channel-id") or 0)
+    await fake.archive_thread(thread_id)
+    await expect(thread_button).to_have_attribute("data-archived", "true")
+    await expect(thread_button).to_contain_text("archived")
+    await thread_button.click()
+    await expect(composer).to_have_attribute("placeholder", re.compile("This thread is archived"))
+    await shots.take("archived-thread")
+
+    await page.locator('[data-testid="channel"][data-channel-name="general"]').click()
+    await expect(article).to_be_visible()
+    fake.ops.delete_message(fake.message(message.id))
+    await expect(article).to_have_count(0)
+    await shots.take("deleted-message-gone")

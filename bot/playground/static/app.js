@@ -13,6 +13,11 @@ const ui = {
   userSelect: document.getElementById("user-select"),
   help: document.getElementById("help"),
   error: document.getElementById("error"),
+  attach: document.getElementById("attach"),
+  fileInput: document.getElementById("file-input"),
+  pending: document.getElementById("pending"),
+  dropOverlay: document.getElementById("drop-overlay"),
+  main: document.getElementById("main"),
 };
 
 const app = {
@@ -21,11 +26,15 @@ const app = {
   viewer: null,
   unread: new Set(),
   loadSeq: 0,
+  pending: [],  // File objects waiting to be sent with the next message
 };
 
 async function api(method, path, body) {
   const options = { method, headers: {} };
-  if (body !== undefined) {
+  if (body instanceof FormData) {
+    options.headers["X-Playground-Upload"] = "1";  // the browser sets the multipart type
+    options.body = body;
+  } else if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
@@ -80,6 +89,20 @@ function el(tag, className, text) {
   return node;
 }
 
+function formatSize(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(2)} MB`;
+}
+
+function newTabLink(className, url, text) {
+  const link = el("a", className, text);
+  link.href = url;
+  link.target = "_blank";
+  link.rel = "noopener noreferrer";
+  return link;
+}
+
 // -- sidebar ---------------------------------------------------------------
 
 function renderChannels() {
@@ -100,7 +123,12 @@ function channelButton(channel) {
   button.dataset.testid = channel.thread ? "thread" : "channel";
   if (channel.id === app.channelId) button.classList.add("active");
   if (app.unread.has(channel.id)) button.classList.add("unread");
-  if (channel.archived) button.title = "archived";
+  if (channel.archived) {
+    button.classList.add("archived");
+    button.dataset.archived = "true";
+    button.title = channel.locked ? "archived and locked" : "archived";
+    button.append(el("span", "badge", channel.locked ? "🔒 archived" : "archived"));
+  }
   button.addEventListener("click", () => selectChannel(channel.id));
   return button;
 }
@@ -140,6 +168,16 @@ function renderTitle() {
   } else {
     ui.title.textContent = `# ${channel.name}`;
   }
+  ui.composer.placeholder = composerHint(channel);
+  document.body.dataset.archived = channel.archived ? "true" : "false";
+}
+
+function composerHint(channel) {
+  if (channel.archived && channel.locked) {
+    return "This thread is archived and locked: only moderators can send here.";
+  }
+  if (channel.archived) return "This thread is archived. Sending a message will unarchive it.";
+  return "Message, or /help for commands (e.g. /agents spawn task:\"…\" mode:session)";
 }
 
 async function selectChannel(id) {
@@ -213,6 +251,7 @@ function renderMessage(message) {
     node.addEventListener("click", () => selectChannel(node.dataset.channel)));
   body.append(content);
   for (const embed of message.embeds || []) body.append(renderEmbed(embed));
+  if (message.attachments && message.attachments.length) body.append(renderAttachments(message));
   if (message.components && message.components.length) {
     body.append(renderComponents(message, message.components));
   }
@@ -234,6 +273,36 @@ function renderMessage(message) {
   if (message.ephemeral) body.append(el("div", "note", "Only you can see this"));
   row.append(body);
   return row;
+}
+
+function renderAttachments(message) {
+  const box = el("div", "attachments");
+  for (const file of message.attachments) {
+    if (file.image) {
+      const link = newTabLink("attachment-image", file.url);
+      if (file.spoiler) link.classList.add("spoiler-image");
+      link.dataset.testid = "attachment-image";
+      link.dataset.filename = file.filename;
+      link.title = `${file.filename} (${formatSize(file.size)})`;
+      const img = document.createElement("img");
+      img.src = file.url;
+      img.alt = file.filename;
+      img.loading = "lazy";
+      link.append(img);
+      box.append(link);
+      continue;
+    }
+    const card = el("div", "attachment-file");
+    card.dataset.testid = "attachment-file";
+    card.dataset.filename = file.filename;
+    card.append(el("span", "file-icon", "📄"));
+    const info = el("div", "file-info");
+    info.append(newTabLink("file-name", file.url, file.filename));
+    info.append(el("div", "file-size", formatSize(file.size)));
+    card.append(info);
+    box.append(card);
+  }
+  return box;
 }
 
 function renderEmbed(embed) {
@@ -278,20 +347,66 @@ function renderComponent(message, item) {
     }
     return button;
   }
-  if (item.type === 3) {
-    const select = el("select", "select");
-    select.append(el("option", "", item.placeholder || "Choose…"));
-    for (const option of item.options || []) {
-      const node = el("option", "", option.label);
-      node.value = option.value;
-      select.append(node);
-    }
-    select.disabled = Boolean(item.disabled);
-    select.addEventListener("change", () =>
-      clickComponent(message.id, item.custom_id, [select.value]));
-    return select;
-  }
+  if (item.type >= 3 && item.type <= 8 && item.type !== 4) return renderSelect(message, item);
   return el("span", "note", `[component type ${item.type}]`);
+}
+
+// Options a select menu offers: its own (string select) or the guild's users,
+// roles or channels (types 5-8), whose values are ids.
+function selectOptions(item) {
+  const state = app.state;
+  const people = [...state.users, state.bot].map((u) => ({ label: `@${u.name}`, value: u.id }));
+  const roles = state.roles.map((r) => ({ label: `@${r.name}`, value: r.id }));
+  const channels = state.channels
+    .filter((c) => !item.channel_types || item.channel_types.includes(c.type))
+    .map((c) => ({ label: `# ${c.name}`, value: c.id }));
+  return { 3: item.options || [], 5: people, 6: roles, 7: people.concat(roles), 8: channels }[item.type];
+}
+
+function renderSelect(message, item) {
+  const most = Math.max(1, item.max_values || 1);
+  const least = item.min_values === undefined ? 1 : item.min_values;
+  const wrap = el("div", "select-wrap");
+  const select = el("select", "select");
+  select.dataset.customId = item.custom_id || "";
+  select.dataset.testid = "select";
+  select.multiple = most > 1;
+  if (!select.multiple) {
+    const prompt = el("option", "", item.placeholder || "Make a selection");
+    prompt.value = "";
+    prompt.disabled = true;
+    prompt.selected = true;
+    select.append(prompt);
+  }
+  for (const option of selectOptions(item)) {
+    const label = `${option.emoji && option.emoji.name ? option.emoji.name + " " : ""}${option.label}`;
+    const node = el("option", "", option.description ? `${label} — ${option.description}` : label);
+    node.value = option.value;
+    if (option.default) node.selected = true;
+    select.append(node);
+  }
+  select.disabled = Boolean(item.disabled);
+  wrap.append(select);
+  const chosen = () => Array.from(select.selectedOptions).map((o) => o.value).filter(Boolean);
+  const send = () => {
+    const values = chosen();
+    if (values.length < least || values.length > most) {
+      showError(`choose ${least === most ? least : `${least} to ${most}`} option${most > 1 ? "s" : ""}`);
+      return;
+    }
+    clickComponent(message.id, item.custom_id, values);
+  };
+  if (select.multiple) {
+    const apply = el("button", "button style-1", "Choose");
+    apply.type = "button";
+    apply.disabled = select.disabled;
+    apply.dataset.testid = "select-apply";
+    apply.addEventListener("click", send);
+    wrap.append(apply);
+  } else {
+    select.addEventListener("change", send);
+  }
+  return wrap;
 }
 
 async function clickComponent(messageId, customId, values) {
@@ -335,13 +450,102 @@ function renderHelp(filter) {
   ui.help.hidden = false;
 }
 
+// -- files -----------------------------------------------------------------
+
+function addFiles(files) {
+  const limits = app.state.limits;
+  const wanted = Array.from(files);
+  const tooBig = wanted.find((f) => f.size > limits.file_bytes);
+  if (tooBig) {
+    showError(`${tooBig.name} is ${formatSize(tooBig.size)}: Discord allows `
+      + `${formatSize(limits.file_bytes)} per file`);
+    return;
+  }
+  if (app.pending.length + wanted.length > limits.files) {
+    showError(`Discord allows ${limits.files} files per message`);
+    return;
+  }
+  app.pending.push(...wanted);
+  showError("");
+  renderPending();
+}
+
+function renderPending() {
+  ui.pending.replaceChildren();
+  app.pending.forEach((file, index) => {
+    const chip = el("div", "pending-file");
+    chip.dataset.testid = "pending-file";
+    chip.dataset.filename = file.name;
+    chip.append(el("span", "", `📎 ${file.name}`), el("span", "file-size", formatSize(file.size)));
+    const remove = el("button", "remove", "×");
+    remove.type = "button";
+    remove.title = `Remove ${file.name}`;
+    remove.addEventListener("click", () => { app.pending.splice(index, 1); renderPending(); });
+    chip.append(remove);
+    ui.pending.append(chip);
+  });
+  ui.pending.hidden = !app.pending.length;
+}
+
+function uploadForm(text) {
+  const form = new FormData();
+  form.append("channel_id", app.channelId);
+  form.append("user_id", app.viewer);
+  form.append("content", text);
+  for (const file of app.pending) form.append("files", file, file.name);
+  return form;
+}
+
+ui.attach.addEventListener("click", () => ui.fileInput.click());
+ui.fileInput.addEventListener("change", () => {
+  addFiles(ui.fileInput.files);
+  ui.fileInput.value = "";
+});
+let dragDepth = 0;
+const carriesFiles = (event) => event.dataTransfer && Array.from(event.dataTransfer.types).includes("Files");
+ui.main.addEventListener("dragenter", (event) => {
+  if (!carriesFiles(event)) return;
+  event.preventDefault();
+  dragDepth += 1;
+  ui.dropOverlay.hidden = false;
+});
+ui.main.addEventListener("dragover", (event) => { if (carriesFiles(event)) event.preventDefault(); });
+ui.main.addEventListener("dragleave", () => {
+  dragDepth = Math.max(0, dragDepth - 1);
+  if (!dragDepth) ui.dropOverlay.hidden = true;
+});
+ui.main.addEventListener("drop", (event) => {
+  if (!carriesFiles(event)) return;
+  event.preventDefault();
+  dragDepth = 0;
+  ui.dropOverlay.hidden = true;
+  addFiles(event.dataTransfer.files);
+});
+ui.composer.addEventListener("paste", (event) => {
+  if (event.clipboardData && event.clipboardData.files.length) {
+    event.preventDefault();
+    addFiles(event.clipboardData.files);
+  }
+});
+
 async function submit() {
   const text = ui.composer.value.trim();
-  if (!text || !app.channelId) return;
-  if (text === "/" || text === "/help") { renderHelp("/help"); return; }
+  const files = app.pending.length > 0;
+  if ((!text && !files) || !app.channelId) return;
+  if (!files && (text === "/" || text === "/help")) { renderHelp("/help"); return; }
+  if (text.length > app.state.limits.content) {
+    showError(`a message may be ${app.state.limits.content} characters at most (this one is ${text.length})`);
+    return;
+  }
   try {
-    if (text.startsWith("/")) {
+    if (text.startsWith("/") && files) {
+      throw new Error("a slash command cannot carry files: send the files as a message");
+    } else if (text.startsWith("/")) {
       await api("POST", "/api/command", { channel_id: app.channelId, user_id: app.viewer, text });
+    } else if (files) {
+      await api("POST", "/api/messages", uploadForm(text));
+      app.pending = [];
+      renderPending();
     } else {
       await api("POST", "/api/messages", { channel_id: app.channelId, user_id: app.viewer, content: text });
     }
