@@ -47,6 +47,15 @@ def status_idle(playground: Playground, thread: int) -> bool | None:
     return any(m.content == "Status: ✅ idle" for m in playground.fake.messages_in(thread)) or None
 
 
+async def opened(
+    http: aiohttp.ClientSession, playground: Playground, channel: str
+) -> tuple[Page, str, str]:
+    """The page's API, the id of ``channel`` and alice's id, as the page first reads them."""
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    return page, by_name(snapshot, channel)["id"], snapshot["users"][0]["id"]
+
+
 def marked(playground: Playground, message_id: int, emoji: str) -> bool | None:
     message = playground.fake.state.messages[message_id]
     return any(r.emoji_name == emoji for r in message.reactions) or None
@@ -122,10 +131,7 @@ async def test_bad_commands_are_explained(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
     playground = await start_playground()
-    page = Page(http, playground.url)
-    snapshot = await page.get("/api/state")
-    general = by_name(snapshot, "general")["id"]
-    alice = snapshot["users"][0]["id"]
+    page, general, alice = await opened(http, playground, "general")
     body = {"channel_id": general, "user_id": alice}
     error = await page.post("/api/command", body | {"text": "/agents spawn"}, status=400)
     assert "needs task" in error["error"]
@@ -139,10 +145,7 @@ async def test_events_name_the_changed_channel(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
     playground = await start_playground()
-    page = Page(http, playground.url)
-    snapshot = await page.get("/api/state")
-    research = by_name(snapshot, "research")["id"]
-    alice = snapshot["users"][0]["id"]
+    page, research, alice = await opened(http, playground, "research")
     async with http.get(page.url + "/api/events") as stream:
         assert stream.headers["Content-Type"] == "text/event-stream"
         lines = stream.content
@@ -278,10 +281,8 @@ async def test_uploads_outside_discords_limits_are_refused_by_name(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
     playground = await start_playground()
-    page = Page(http, playground.url)
-    snapshot = await page.get("/api/state")
-    research = by_name(snapshot, "research")["id"]
-    fields = {"channel_id": research, "user_id": snapshot["users"][0]["id"], "content": "x"}
+    page, research, alice = await opened(http, playground, "research")
+    fields = {"channel_id": research, "user_id": alice, "content": "x"}
 
     status, error = await upload(http, page, fields, [("big.bin", b"0" * (10 * MIB + 1), "a/b")])
     assert (status, error["error"]) == (400, "big.bin is larger than Discord's 10 MB per file")
@@ -300,10 +301,7 @@ async def test_uploads_survive_a_restart_and_deleted_messages_go(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
     first = await start_playground()
-    page = Page(http, first.url)
-    snapshot = await page.get("/api/state")
-    research = by_name(snapshot, "research")["id"]
-    alice = snapshot["users"][0]["id"]
+    page, research, alice = await opened(http, first, "research")
     fields = {"channel_id": research, "user_id": alice, "content": "keep this"}
     status, _ = await upload(http, page, fields, [("dot.png", PNG, "image/png")])
     assert status == 200
