@@ -51,6 +51,8 @@ UPLOAD_HEADER = "X-Playground-Upload"
 MAX_REQUEST_BYTES = MAX_FILES * MAX_FILE_BYTES + 1024 * 1024
 """Ten files at Discord's limit, plus the form's text fields."""
 READ_CHUNK = 64 * 1024
+FIELD_MAX_BYTES = 64 * 1024
+"""A text field (ids, the message) is far smaller; more is not a message."""
 
 Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -340,21 +342,28 @@ async def _upload(request: web.Request) -> tuple[Json, list[UserFile]]:
         if not isinstance(part, BodyPartReader):
             raise BadRequest("nested multipart bodies are not accepted")
         if part.name != "files":
-            fields[part.name or ""] = (await part.read(decode=True)).decode("utf-8", "replace")
+            text = await _read(part, FIELD_MAX_BYTES, f"the {part.name} field is too long")
+            fields[part.name or ""] = text.decode("utf-8", "replace")
             continue
         if len(files) == MAX_FILES:
             raise BadRequest(f"Discord allows {MAX_FILES} files per message at most")
         name = part.filename or "file"
-        data = bytearray()
-        while chunk := await part.read_chunk(READ_CHUNK):
-            data += chunk
-            if len(data) > MAX_FILE_BYTES:
-                raise BadRequest(
-                    f"{name} is larger than Discord's {MAX_FILE_BYTES // (1024 * 1024)} MB per file"
-                )
-        content_type = part.headers.get("Content-Type") or None
-        files.append((name, bytes(data), content_type))
+        megabytes = MAX_FILE_BYTES // (1024 * 1024)
+        data = await _read(
+            part, MAX_FILE_BYTES, f"{name} is larger than Discord's {megabytes} MB per file"
+        )
+        files.append((name, data, part.headers.get("Content-Type") or None))
     return fields, files
+
+
+async def _read(part: BodyPartReader, limit: int, too_large: str) -> bytes:
+    """A part's bytes, refused with ``too_large`` as soon as they pass ``limit``."""
+    data = bytearray()
+    while chunk := await part.read_chunk(READ_CHUNK):
+        data += chunk
+        if len(data) > limit:
+            raise BadRequest(too_large)
+    return bytes(data)
 
 
 def _jsonable(value: Any) -> Any:

@@ -292,6 +292,8 @@ async def test_uploads_outside_discords_limits_are_refused_by_name(
     status, error = await upload(http, page, fields | {"content": "x" * 2001}, [])
     assert status == 400
     assert "2000 characters at most" in error["error"]
+    status, error = await upload(http, page, fields | {"content": "x" * 70_000}, [])
+    assert (status, error["error"]) == (400, "the content field is too long")
     status, error = await upload(http, page, fields, [("a.txt", b"x", "text/plain")], headers={})
     assert status == 403  # a cross-site form cannot add the header
     assert playground.fake.messages_in(int(research)) == []  # nothing half-sent
