@@ -1,8 +1,10 @@
 """Running the bot: every account's client, the binding maintenance, clean shutdown.
 
-Shutdown order matters: first the clients disconnect (no new work arrives),
-then the maintenance task stops, then pending touches are flushed and the
-store is closed. SIGINT and SIGTERM both take that path.
+Shutdown order matters: first announcements and farewells already under way
+are let finish (:data:`DRAIN_SECONDS` at most) while the clients can still post
+them, then the clients disconnect (no new work arrives), then the maintenance
+task stops, then pending touches are flushed and the store is closed. SIGINT
+and SIGTERM both take that path.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Sequence
 
 import discord
 import structlog
@@ -22,9 +25,12 @@ from core.config import Config
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
 
-__all__ = ["MissingToken", "run_bot"]
+__all__ = ["DRAIN_SECONDS", "MissingToken", "run_bot", "shut_down"]
 
 _log = structlog.get_logger("bot.app")
+DRAIN_SECONDS = 10.0
+"""How long a stopping bot waits for posts already under way: under a supervisor's
+usual grace period between SIGTERM and SIGKILL (systemd and Docker: 10 s or more)."""
 
 
 class MissingToken(ThreadboundError):
@@ -67,6 +73,15 @@ async def run_bot(config: Config) -> int:
         shutdown_logging()
 
 
+async def shut_down(
+    services: Services, clients: Sequence[discord.Client], *, drain_seconds: float = DRAIN_SECONDS
+) -> None:
+    """Let posts under way land, then disconnect every client."""
+    await services.drain(drain_seconds)
+    for client in clients:
+        await client.close()
+
+
 async def _serve(services: Services, tokens: dict[str, str]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -86,8 +101,7 @@ async def _serve(services: Services, tokens: dict[str, str]) -> int:
             _log.info("bot.starting", accounts=list(tokens), live_bindings=len(services.bindings))
             waiter = group.create_task(stop.wait())
             await asyncio.wait([waiter, *runs], return_when=asyncio.FIRST_COMPLETED)
-            for client in clients:
-                await client.close()
+            await shut_down(services, clients)
             maintenance.cancel()
             waiter.cancel()
     except* discord.LoginFailure:

@@ -132,6 +132,30 @@ class Services:
             )
             group.create_task(self.runtime.run_maintenance())
 
+    async def drain(self, seconds: float) -> int:
+        """Let announcements and binding ends already under way finish, for up to
+        ``seconds`` (on the services' clock); returns how many were waited for.
+
+        Called at shutdown before the chat clients close: a farewell posted after
+        its client's HTTP session is gone is lost (the announcement is safe in the
+        outbox either way). New work may still start meanwhile; it is not waited for.
+        """
+        pending = [*self.subagents.finishing(), *self.bindings.ending()]
+        if not pending:
+            return 0
+        _log.info("bot.draining", in_flight=len(pending), seconds=seconds)
+        timer = asyncio.ensure_future(self.bindings.clock.sleep(seconds))
+        everything = asyncio.ensure_future(asyncio.wait(pending))
+        try:
+            await asyncio.wait({timer, everything}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            everything.cancel()
+        unfinished = sum(1 for f in pending if not f.done())
+        if unfinished:
+            _log.warning("bot.drain_timed_out", unfinished=unfinished, seconds=seconds)
+        return len(pending)
+
     @property
     def sinks(self) -> SinkRegistry:
         """Where completion announcements are posted, one sink per (channel, account)."""

@@ -33,6 +33,7 @@ import structlog
 
 from adapters.discord.endpoints import Endpoints, use_endpoints
 from adapters.discord.manager import ManagerRegistry
+from bot.app import shut_down
 from bot.client import ThreadboundClient
 from bot.playground.progress import Counts, Progress
 from bot.playground.view import World
@@ -325,7 +326,10 @@ class Playground:
             await self.web.stop()
             self.web = None
         if self.client is not None:
-            await self.client.close()
+            if self.services is not None:
+                await shut_down(self.services, [self.client])
+            else:
+                await self.client.close()
             if self._client_run is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     async with asyncio.timeout(10):

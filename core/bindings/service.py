@@ -94,8 +94,15 @@ class SessionBindingService:
         # Metadata changes are read-merge-write across an await: one at a time,
         # or a concurrent change (a thread's mode and its status line, say) is lost.
         self._metadata_lock = asyncio.Lock()
+        # Ends under way (their farewell being posted): shutdown waits for them while
+        # the chat clients can still post.
+        self._ending: set[asyncio.Future[SessionBindingRecord | None]] = set()
 
     # -- start-up and shutdown -------------------------------------------------
+
+    def ending(self) -> list[asyncio.Future[SessionBindingRecord | None]]:
+        """Binding ends in progress, each done once its farewell was posted or failed."""
+        return list(self._ending)
 
     async def start(self) -> int:
         """Rebuild the indexes from the store; returns how many live bindings were loaded."""
@@ -363,9 +370,12 @@ class SessionBindingService:
     ) -> SessionBindingRecord | None:
         # Shielded: a cancelled caller must not strand a binding half-ended
         # (``ending`` in memory, ended in the store, no farewell).
-        return await asyncio.shield(
+        end = asyncio.ensure_future(
             self._end_now(record, reason, idle_before=idle_before, expired=expired)
         )
+        self._ending.add(end)
+        end.add_done_callback(self._ending.discard)
+        return await asyncio.shield(end)
 
     async def _end_now(
         self,

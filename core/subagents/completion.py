@@ -71,6 +71,7 @@ class TaskCompletion:
         self._finished: list[FinishedObserver] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watching: set[str] = set()
+        self._finishing: set[asyncio.Future[None]] = set()
 
     def on_finished(self, observer: FinishedObserver) -> Callable[[], None]:
         self._finished.append(observer)
@@ -165,6 +166,19 @@ class TaskCompletion:
 
     async def finish(self, record: SubagentRecord, completion_id: str) -> None:
         """Announce (once), then let a run-mode subagent's thread go with a farewell."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._finishing.add(done)
+        try:
+            await self._finish(record, completion_id)
+        finally:
+            self._finishing.discard(done)
+            done.set_result(None)
+
+    def finishing(self) -> list[asyncio.Future[None]]:
+        """Announcements under way (with their farewells), each done when it has ended."""
+        return list(self._finishing)
+
+    async def _finish(self, record: SubagentRecord, completion_id: str) -> None:
         await self._delivery.deliver(completion_id, record)
         if record.mode == "run" and record.binding_id is not None:
             why = "run-complete" if record.state == "completed" else "run-failed"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -426,6 +426,10 @@ class SubagentService:
     async def wait_settled(self) -> None:
         """Wait until every watcher and delivery in flight is done (tests, shutdown)."""
         await self._completion.wait_settled()
+
+    def finishing(self) -> Sequence[asyncio.Future[None]]:
+        """Announcements (and their farewells) under way; see :meth:`Services.drain`."""
+        return self._completion.finishing()
 
     async def close(self) -> None:
         await self._completion.close()

@@ -52,6 +52,21 @@ class TestSpawn:
         assert types(tree)[0] == SPAWNED
         assert types(tree).count(COMPLETED) == 1
 
+    async def test_an_announcement_under_way_is_finishing_until_its_farewell(
+        self, h: Harness
+    ) -> None:
+        """Shutdown waits on ``finishing()``: it holds from the announcement to the farewell."""
+        gate = asyncio.Event()
+        h.sink.gate = gate
+        spawned = await h.service.spawn(h.request(thread=True))
+        await h.sink.entered.wait()  # the announcement is being posted
+        (finishing,) = h.service.finishing()
+        assert not finishing.done()
+        gate.set()
+        await finishing
+        assert h.service.finishing() == []
+        assert h.adapter.farewells == [(spawned.binding.binding_id, "run-complete")]
+
     async def test_session_mode_stays_bound_and_says_so(self, h: Harness) -> None:
         """A session keeps its thread; the announcement says the session stays active."""
         spawned = await h.service.spawn(h.request(mode="session", thread=True))
