@@ -9,12 +9,14 @@ sleeping: waiting shows as a sleeper on the services' clock.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from bot.app import shut_down
 from core.providers.scripted import Step
+from fakediscord import Gate
 from tests.e2e.conftest import Bot, StartBot
 from tests.e2e.helpers import TIMEOUT, bound_thread
 
@@ -45,59 +47,72 @@ async def first_of(*waits: Any) -> None:
             task.cancel()
 
 
-async def farewell_held(bot: Bot) -> tuple[asyncio.Task[Any], Any, int]:
-    """A bound thread whose binding is ending with its farewell held at the fake's door."""
+@dataclass
+class Stopping:
+    """A stop begun while a binding's farewell is held at the fake's door."""
+
+    bot: Bot
+    thread: int
+    gate: Gate
+    ending: asyncio.Task[Any]
+    closing: asyncio.Event
+    sleepers: int
+    """Sleepers on the clock before the stop; one more means the stop is waiting."""
+    task: asyncio.Task[None]
+
+
+async def stop_with_farewell_held(start_bot: StartBot, monkeypatch: pytest.MonkeyPatch) -> Stopping:
+    bot = await start_bot([Step(text="hello")])
     record, thread = await bound_thread(bot)
     gate = bot.fake.hold("POST", f"/channels/{thread}/messages")
     ending = asyncio.create_task(bot.services.bindings.unbind(record.binding_id, reason="done"))
     async with asyncio.timeout(TIMEOUT):
         await gate.wait_entered()
-    return ending, gate, thread
+    closing = watch_close(bot, monkeypatch)
+    sleepers = bot.clock.sleepers
+    task = asyncio.create_task(shut_down(bot.services, [bot.client], drain_seconds=DRAIN))
+    return Stopping(bot, thread, gate, ending, closing, sleepers, task)
+
+
+def farewells(s: Stopping) -> list[str]:
+    return [m.content for m in s.bot.fake.messages_in(s.thread) if FAREWELL in m.content]
 
 
 async def test_a_farewell_under_way_lands_before_the_client_closes(
     start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bot = await start_bot([Step(text="hello")])
-    ending, gate, thread = await farewell_held(bot)
-    closing = watch_close(bot, monkeypatch)
-    sleepers = bot.clock.sleepers
+    s = await stop_with_farewell_held(start_bot, monkeypatch)
 
-    stopping = asyncio.create_task(shut_down(bot.services, [bot.client], drain_seconds=DRAIN))
-    await first_of(closing.wait(), bot.clock.wait_for_sleepers(sleepers + 1))
-    assert not closing.is_set(), "the client closed with a farewell still on its way"
-    gate.release()
+    await first_of(s.closing.wait(), s.bot.clock.wait_for_sleepers(s.sleepers + 1))
+    assert not s.closing.is_set(), "the client closed with a farewell still on its way"
+    s.gate.release()
     async with asyncio.timeout(TIMEOUT):
-        await stopping
-        (ended,) = await ending
+        await s.task
+        (ended,) = await s.ending
 
-    assert closing.is_set()
+    assert s.closing.is_set()
     assert ended.status == "ended"
-    assert any(FAREWELL in m.content for m in bot.fake.messages_in(thread))
+    assert len(farewells(s)) == 1
 
 
 async def test_a_post_that_never_lands_holds_the_stop_only_for_the_drain_time(
     start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bot = await start_bot([Step(text="hello")])
-    ending, gate, thread = await farewell_held(bot)
-    closing = watch_close(bot, monkeypatch)
-    sleepers = bot.clock.sleepers
+    s = await stop_with_farewell_held(start_bot, monkeypatch)
 
-    stopping = asyncio.create_task(shut_down(bot.services, [bot.client], drain_seconds=DRAIN))
     async with asyncio.timeout(TIMEOUT):
-        await bot.clock.wait_for_sleepers(sleepers + 1)
-    await bot.clock.advance(DRAIN - 1)
-    assert not closing.is_set()
-    await bot.clock.advance(1)
+        await s.bot.clock.wait_for_sleepers(s.sleepers + 1)
+    await s.bot.clock.advance(DRAIN - 1)
+    assert not s.closing.is_set()
+    await s.bot.clock.advance(1)
     async with asyncio.timeout(TIMEOUT):
-        await stopping
-    assert closing.is_set()
-    gate.release()
+        await s.task
+    assert s.closing.is_set()
+    s.gate.release()
     async with asyncio.timeout(TIMEOUT):
-        (ended,) = await ending  # ended all the same; only its farewell was lost
+        (ended,) = await s.ending  # ended all the same; only its farewell was lost
     assert ended.status == "ended"
-    assert not any(FAREWELL in m.content for m in bot.fake.messages_in(thread))
+    assert farewells(s) == []
 
 
 async def test_nothing_under_way_stops_at_once(start_bot: StartBot) -> None:
