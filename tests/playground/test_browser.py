@@ -462,7 +462,11 @@ async def test_component_states_in_the_browser(
     assert (await until(playground, lambda: picked("x:colour"), "the pick")).data["values"] == [
         "blue"
     ]
-    await article.locator('[data-custom-id="x:many"]').select_option(["a", "c"])
+    many = article.locator('[data-custom-id="x:many"]')
+    await many.select_option(["a", "c"])
+    fake.ops.post_message(general.id, world.bot_user_id, {"content": "meanwhile"})
+    await expect(page.get_by_text("meanwhile")).to_be_visible()  # the channel was redrawn
+    assert await many.evaluate("s => [...s.selectedOptions].map(o => o.value)") == ["a", "c"]
     await article.get_by_test_id("select-apply").click()
     assert (await until(playground, lambda: picked("x:many"), "the picks")).data["values"] == [
         "a",

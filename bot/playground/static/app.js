@@ -200,9 +200,20 @@ async function loadMessages() {
   if (seq !== app.loadSeq || channelId !== app.channelId) return;  // a newer load won
   const box = ui.messages;
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
-  box.replaceChildren(...data.messages.map(renderMessage));
+  box.replaceChildren(...data.messages.map(reuseOrRender));
   if (!data.messages.length) box.append(emptyHint());
   if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+// A message that did not change keeps its element: its images stay loaded and a
+// menu being chosen from keeps its choice while other messages stream.
+function reuseOrRender(message) {
+  const drawn = JSON.stringify(message);
+  const old = ui.messages.querySelector(`article[data-message-id="${message.id}"]`);
+  if (old && old.drawn === drawn) return old;
+  const row = renderMessage(message);
+  row.drawn = drawn;
+  return row;
 }
 
 function emptyHint() {
