@@ -140,10 +140,16 @@ class Services:
         its client's HTTP session is gone is lost (the announcement is safe in the
         outbox either way). New work may still start meanwhile; it is not waited for.
         """
-        pending = [*self.subagents.finishing(), *self.bindings.ending()]
+        announcements, ends = self.subagents.finishing(), self.bindings.ending()
+        pending = [*announcements, *ends]  # a run's announcement includes its binding's end
         if not pending:
             return 0
-        _log.info("bot.draining", in_flight=len(pending), seconds=seconds)
+        _log.info(
+            "bot.draining",
+            announcements=len(announcements),
+            binding_ends=len(ends),
+            seconds=seconds,
+        )
         timer = asyncio.ensure_future(self.bindings.clock.sleep(seconds))
         everything = asyncio.ensure_future(asyncio.wait(pending))
         try:

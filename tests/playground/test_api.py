@@ -294,6 +294,8 @@ async def test_uploads_outside_discords_limits_are_refused_by_name(
     assert "2000 characters at most" in error["error"]
     status, error = await upload(http, page, fields | {"content": "x" * 70_000}, [])
     assert (status, error["error"]) == (400, "the content field is too long")
+    async with http.post(page.url + "/api/messages", json=fields | {"content": "x" * MIB}) as r:
+        assert r.status == 413  # a JSON body keeps aiohttp's 1 MiB limit; only uploads stream
     status, error = await upload(http, page, fields, [("a.txt", b"x", "text/plain")], headers={})
     assert status == 403  # a cross-site form cannot add the header
     assert playground.fake.messages_in(int(research)) == []  # nothing half-sent

@@ -20,6 +20,8 @@ const ui = {
   main: document.getElementById("main"),
 };
 
+const DEFAULT_HINT = ui.composer.placeholder;  // index.html's, for channels that are open
+
 const app = {
   state: null,
   channelId: null,
@@ -47,13 +49,6 @@ async function api(method, path, body) {
 
 function channelById(id) {
   return app.state ? app.state.channels.find((c) => c.id === id) : undefined;
-}
-
-function userName(id) {
-  if (!app.state) return "user";
-  if (app.state.bot.id === id) return app.state.bot.name;
-  const user = app.state.users.find((u) => u.id === id);
-  return user ? user.name : "user";
 }
 
 function colourFor(name) {
@@ -177,7 +172,7 @@ function composerHint(channel) {
     return "This thread is archived and locked: only moderators can send here.";
   }
   if (channel.archived) return "This thread is archived. Sending a message will unarchive it.";
-  return "Message, or /help for commands (e.g. /agents spawn task:\"…\" mode:session)";
+  return DEFAULT_HINT;
 }
 
 async function selectChannel(id) {
