@@ -255,6 +255,21 @@ class Gateway:
             if conn.session and conn.session.user_id == user_id:
                 conn.send({"op": RECONNECT, "d": None})
 
+    def lose_sessions(self, user_id: int) -> None:
+        """End the bot's gateway sessions on Discord's side, as a long outage does.
+
+        Its connections are asked to reconnect (opcode 7); their RESUME is refused
+        (INVALID_SESSION), so discord.py IDENTIFYs anew and gets a ``READY``, not a
+        ``RESUMED``. What is dispatched in between reaches no session: lost, as on Discord.
+        """
+        for session in [s for s in self.sessions.values() if s.user_id == user_id]:
+            del self.sessions[session.id]
+            conn, session.connection = session.connection, None
+            if conn is not None:
+                conn.session = None
+                conn.send({"op": RECONNECT, "d": None})
+        self._state.changed.notify()
+
     async def drain(self) -> None:
         """Wait until every queued frame has been written to its socket."""
         await asyncio.gather(*(c.queue.join() for c in list(self._connections)))

@@ -218,7 +218,8 @@ def attachment_url(state: State, channel_id: int, entity: Attachment) -> str:
     so ``discord.Attachment.read()`` downloads the stored bytes without any internet.
     """
     filename = quote(entity.filename, safe="")
-    return f"{state.base_url}{ATTACHMENTS}/{channel_id}/{entity.id}/{filename}"
+    base = state.cdn_base_url or state.base_url
+    return f"{base}{ATTACHMENTS}/{channel_id}/{entity.id}/{filename}"
 
 
 def attachment(state: State, channel_id: int, entity: Attachment) -> Json:

@@ -58,6 +58,9 @@ class State:
         self.base_url = ""
         """Where the server listens (``http://127.0.0.1:PORT``), set once it started; the
         attachment URLs in payloads point here. Not saved: a restart may pick a new port."""
+        self.cdn_base_url: str | None = None
+        """Where attachment URLs point instead of :attr:`base_url` (a test's unreachable or
+        unresolvable CDN); None: the fake's own file route."""
         self._ids = SnowflakeGenerator()
         self.users: dict[int, User] = {}
         self.bots: dict[str, BotAccount] = {}

@@ -21,6 +21,7 @@ from fakediscord.gateway import Gateway
 from fakediscord.interactions import Interactions
 from fakediscord.models import BotAccount
 from fakediscord.operations import Operations
+from fakediscord.payloads import ATTACHMENTS
 from fakediscord.recording import RecordedFile, RecordedRequest, Recorder
 from fakediscord.state import State
 
@@ -148,6 +149,8 @@ async def _read_body(request: web.Request) -> tuple[Any, list[RecordedFile]]:
 
 @web.middleware
 async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    if request.path.startswith(ATTACHMENTS + "/"):
+        return await _cdn(request.app[API_KEY], request, handler)
     if not request.path.startswith(API + "/"):
         response: web.StreamResponse = await handler(request)
         return response
@@ -172,6 +175,19 @@ async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     answer = await _answer(api, request, handler, record)
     api.recorder.answered(record, answer.status)
     return answer
+
+
+async def _cdn(api: Api, request: web.Request, handler: Any) -> web.StreamResponse:
+    """A file download: not recorded and unauthenticated, but gates and faults apply
+    (``fail_next("GET", "/attachments/*", 503)``), as a CDN can be slow or fail."""
+    gate = api.faults.gate(request.method, request.path)
+    if gate is not None:
+        await gate.pass_through()
+    fault = api.faults.take(request.method, request.path)
+    if fault is not None:
+        return fault.response()
+    response: web.StreamResponse = await handler(request)
+    return response
 
 
 async def _answer(

@@ -2,8 +2,9 @@
 
 ``GET /attachments/{channel_id}/{attachment_id}/{filename}`` answers the stored bytes
 with their content type, like ``cdn.discordapp.com``, so ``discord.Attachment.read()``
-works against the fake. It lives outside ``/api/v10``: not recorded, no faults, no
-authentication (CDN links are public). Anything unknown, a deleted message's file or a
+works against the fake. It lives outside ``/api/v10``: not recorded and no
+authentication (CDN links are public), but a test's gates and faults apply to it, so
+a slow or failing CDN can be played. Anything unknown, a deleted message's file or a
 wrong filename included, is a plain 404.
 """
 

@@ -15,7 +15,7 @@ import aiohttp
 import discord
 import pytest
 
-from fakediscord import DiscordError, FakeDiscord
+from fakediscord import DiscordError, FakeDiscord, payloads
 from fakediscord.persistence import load_state, save_state
 from tests.fakediscord.conftest import TOKEN, WAIT, Clients, World, intents
 
@@ -148,6 +148,36 @@ class TestPayloadsAndRoute:
             assert (await _get(url))[0] == 404, url
         fake.ops.delete_message(message)
         assert (await _get(f"{base}/{world.channel.id}/{attachment_id}/notes.txt"))[0] == 404
+
+
+class TestCdnFaults:
+    async def test_a_fault_or_a_gate_applies_to_file_downloads(
+        self, fake: FakeDiscord, world: World
+    ) -> None:
+        """A test can make the CDN fail or hang, as a real one can; still nothing is recorded."""
+        message = await fake.user_says(world.channel, world.alice, "", files=[NOTES])
+        url = (
+            f"{fake.base_url}/attachments/{world.channel.id}/{message.attachments[0].id}/notes.txt"
+        )
+        fake.fail_next("GET", "/attachments/*", 503)
+        assert (await _get(url))[0] == 503
+        gate = fake.hold("GET", "/attachments/*")
+        held = asyncio.ensure_future(_get(url))
+        await gate.wait_entered()
+        assert not held.done()
+        gate.release()
+        assert (await held)[:2] == (200, NOTES[1])
+        assert not fake.requests
+
+    async def test_attachment_urls_can_point_at_another_cdn(
+        self, fake: FakeDiscord, world: World
+    ) -> None:
+        """``state.cdn_base_url`` stands for a CDN elsewhere (say, one whose name does not
+        resolve); the payload's ``url`` says so."""
+        fake.state.cdn_base_url = "http://cdn.threadbound.invalid"
+        message = await fake.user_says(world.channel, world.alice, "", files=[NOTES])
+        (attachment,) = payloads.message(fake.state, fake.message(message.id))["attachments"]
+        assert attachment["url"].startswith("http://cdn.threadbound.invalid/attachments/")
 
 
 class TestDiscordPyReads:

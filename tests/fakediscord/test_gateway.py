@@ -173,6 +173,40 @@ class TestSessions:
         assert await fake.wait_ready(world.bot.id) is session
         assert len(fake.gateway.identifies) == 1
 
+    async def test_a_lost_session_identifies_anew_and_misses_what_came_between(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """After ``lose_sessions`` the RESUME is refused: a second IDENTIFY and ``READY``
+        (``on_connect`` again, no ``on_resumed``); a message posted in between is lost."""
+        seen: asyncio.Queue[discord.Message] = asyncio.Queue()
+        client = _NoIdentifyPause(intents=intents())
+        client.event(_collect(seen))
+        connects: list[int] = []
+        resumes: list[int] = []
+
+        @client.event
+        async def on_connect() -> None:
+            connects.append(1)
+
+        @client.event
+        async def on_resumed() -> None:
+            resumes.append(1)
+
+        await clients.start(client, TOKEN)
+        first = await fake.wait_ready(world.bot.id)
+
+        fake.gateway.lose_sessions(world.bot.id)
+        await fake.user_says(world.channel.id, world.alice, "lost in the gap")
+        await fake.wait_shards_ready(world.bot.id, [0], since=1)
+        await fake.user_says(world.channel.id, world.alice, "after the new session")
+        async with asyncio.timeout(WAIT):
+            message = await seen.get()
+
+        assert message.content == "after the new session"
+        assert await fake.wait_ready(world.bot.id) is not first
+        assert len(fake.gateway.identifies) == 2
+        assert (len(connects), resumes) == (2, [])
+
     async def test_sync_means_the_client_cache_is_up_to_date(
         self, fake: FakeDiscord, world: World, clients: Clients
     ) -> None:
@@ -183,6 +217,11 @@ class TestSessions:
         await fake.sync(world.bot.id)
 
         assert client.get_channel(channel.id) is not None
+
+
+class _NoIdentifyPause(discord.Client):
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """No 5 s pause before a second IDENTIFY: the fake has no identify rate limit."""
 
 
 def _collect(

@@ -215,3 +215,43 @@ class TestHttpContract:
                 assert response.status == 404
                 assert "GET /api/v10/stickers/1" in (await response.json())["message"]
         assert [r.path for r in fake.unimplemented] == ["/stickers/1"]
+
+
+class TestHistory:
+    async def test_after_answers_the_oldest_past_the_id_newest_first(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """``GET …/messages?after=X&limit=N``: the N oldest messages newer than X, listed
+        newest first, as Discord answers it."""
+        await _ready(clients)
+        said = [await fake.user_says(world.channel, world.alice, f"m{i}") for i in range(6)]
+        headers = {"Authorization": f"Bot {TOKEN}"}
+        url = f"{fake.base_url}/api/v10/channels/{world.channel.id}/messages"
+        async with aiohttp.ClientSession() as http:
+            query = {"after": str(said[1].id), "limit": "3"}
+            async with http.get(url, params=query, headers=headers) as response:
+                page = [m["content"] for m in await response.json()]
+            async with http.get(url, params={"limit": "2"}, headers=headers) as response:
+                newest = [m["content"] for m in await response.json()]
+        assert page == ["m4", "m3", "m2"]
+        assert newest == ["m5", "m4"]
+
+    async def test_discord_py_pages_history_after_an_id_oldest_first(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """discord.py's ``history(after=…, oldest_first=True)`` pages 100 at a time and
+        yields every later message once, in order."""
+        client = await _ready(clients)
+        first = await fake.user_says(world.channel, world.alice, "before")
+        for i in range(205):
+            fake.ops.post_message(world.channel.id, world.alice.id, {"content": f"m{i}"})
+        channel = _text_channel(client, world.channel.id)
+        read = [
+            m.content
+            async for m in channel.history(
+                limit=None, after=discord.Object(first.id), oldest_first=True
+            )
+        ]
+        assert read == [f"m{i}" for i in range(205)]
+        pages = fake.requests_matching("GET", f"/channels/{world.channel.id}/messages")
+        assert [int(r.query["limit"]) for r in pages] == [100, 100, 100]
