@@ -58,7 +58,7 @@ from core.sessions.payloads import (
 )
 from core.sessions.tree import ApprovalRecord, QueuedMessage, SessionSnapshot, SessionTree
 
-__all__ = ["Agent", "AgentBusy", "AgentSettings", "ApprovalOutcome", "Submission"]
+__all__ = ["Agent", "AgentBusy", "AgentSettings", "ApprovalOutcome", "NotRecorded", "Submission"]
 
 _log = get_logger("core.agent")
 T = TypeVar("T")
@@ -74,6 +74,16 @@ class AgentBusy(ThreadboundError):
         super().__init__(
             f"session {session_key!r} is running a turn; use steer() to redirect it now "
             "or follow_up() to queue the message for after this turn"
+        )
+
+
+class NotRecorded(ThreadboundError):
+    """The turn a message started stopped before the message reached the log."""
+
+    def __init__(self, session_key: str) -> None:
+        self.session_key = session_key
+        super().__init__(
+            f"the turn of session {session_key!r} stopped before the message was recorded"
         )
 
 
@@ -120,10 +130,19 @@ class Submission:
     requested: DeliveryMode
     delivered: DeliveryMode | None
     queued_item_id: str | None = None
+    recorded: asyncio.Future[None] | None = None
+    """For a message that started a turn: resolved once the turn has written it to the
+    log (failed with :class:`NotRecorded` if the turn stopped first). None: the message
+    was in the log before the call returned (it was queued)."""
 
     @property
     def queued(self) -> bool:
         return self.queued_item_id is not None
+
+    async def wait_recorded(self) -> None:
+        """Return once the message is in the session log, durably."""
+        if self.recorded is not None:
+            await asyncio.shield(self.recorded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,13 +222,20 @@ class Agent:
         author_id: str | None = None,
         author_name: str | None = None,
         attachments: Sequence[AttachmentRecord] = (),
+        inbound_id: str | None = None,
     ) -> Submission:
         """Start a turn with this message; refused (AgentBusy) while a turn runs."""
         async with self._entry:
             if self.running:
                 raise AgentBusy(self.session_key)
             return self._start(
-                "normal", "normal", content, author_id, author_name, tuple(attachments)
+                "normal",
+                "normal",
+                content,
+                author_id,
+                author_name,
+                tuple(attachments),
+                inbound_id=inbound_id,
             )
 
     async def steer(
@@ -219,9 +245,12 @@ class Agent:
         author_id: str | None = None,
         author_name: str | None = None,
         attachments: Sequence[AttachmentRecord] = (),
+        inbound_id: str | None = None,
     ) -> Submission:
         """Redirect the running turn at its next safe point; idle, it starts a turn."""
-        return await self._submit("steer", content, author_id, author_name, attachments)
+        return await self._submit(
+            "steer", content, author_id, author_name, attachments, inbound_id=inbound_id
+        )
 
     async def follow_up(
         self,
@@ -230,9 +259,12 @@ class Agent:
         author_id: str | None = None,
         author_name: str | None = None,
         attachments: Sequence[AttachmentRecord] = (),
+        inbound_id: str | None = None,
     ) -> Submission:
         """Queue for after the running turn; idle, it starts a turn."""
-        return await self._submit("follow_up", content, author_id, author_name, attachments)
+        return await self._submit(
+            "follow_up", content, author_id, author_name, attachments, inbound_id=inbound_id
+        )
 
     async def resume(self) -> bool:
         """Start on queued messages (after a restart); False when idle with nothing queued.
@@ -262,13 +294,21 @@ class Agent:
         author_id: str | None,
         author_name: str | None = None,
         attachments: Sequence[AttachmentRecord] = (),
+        *,
+        inbound_id: str | None = None,
     ) -> Submission:
         async with self._entry:
             if not self.running:
                 # Nothing to steer or queue behind: deliver as an ordinary message,
                 # and keep what was asked for in the log.
                 return self._start(
-                    mode, "normal", content, author_id, author_name, tuple(attachments)
+                    mode,
+                    "normal",
+                    content,
+                    author_id,
+                    author_name,
+                    tuple(attachments),
+                    inbound_id=inbound_id,
                 )
             item_id = uuid.uuid4().hex
             await self.append(
@@ -279,6 +319,7 @@ class Agent:
                     author_id=author_id,
                     author_name=author_name,
                     attachments=list(attachments),
+                    inbound_id=inbound_id,
                 )
             )
         self.emit(MessageQueued(self.session_key, item_id, mode, content))
@@ -296,12 +337,22 @@ class Agent:
         author: str | None,
         author_name: str | None = None,
         attachments: tuple[AttachmentRecord, ...] = (),
+        *,
+        inbound_id: str | None = None,
     ) -> Submission:
+        recorded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pending = PendingMessage(
-            content, delivered, requested, author, author_name=author_name, attachments=attachments
+            content,
+            delivered,
+            requested,
+            author,
+            author_name=author_name,
+            attachments=attachments,
+            inbound_id=inbound_id,
+            recorded=recorded,
         )
         self._spawn([pending])
-        return Submission(requested=requested, delivered=delivered)
+        return Submission(requested=requested, delivered=delivered, recorded=recorded)
 
     # -- cancel ----------------------------------------------------------------
 
@@ -505,6 +556,16 @@ class Agent:
                 name=f"agent:{self.session_key}",
             )
         self._task.add_done_callback(self._loop_done)
+        waiting = [m.recorded for m in batch if m.recorded is not None]
+        if waiting:
+            self._task.add_done_callback(lambda _: self._unrecorded(waiting))
+
+    def _unrecorded(self, waiting: list[asyncio.Future[None]]) -> None:
+        """The loop ended: a message it never wrote to the log was not delivered."""
+        for recorded in waiting:
+            if not recorded.done():
+                recorded.set_exception(NotRecorded(self.session_key))
+                recorded.exception()  # retrieved: its caller may have stopped waiting
 
     async def _next_batch(self) -> list[PendingMessage]:
         """The loop's "anything left?", atomic with the entry points' "is it running?"."""

@@ -24,6 +24,7 @@ picks it up at the waiting call (see :func:`resumable_turn`).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
@@ -106,6 +107,11 @@ class PendingMessage:
     queue_item_id: str | None = None
     author_name: str | None = None
     attachments: tuple[AttachmentRecord, ...] = ()
+    inbound_id: str | None = None
+    """The channel's id for the message (see :mod:`core.inbox`)."""
+    recorded: asyncio.Future[None] | None = None
+    """Resolved once the message is in the log: whoever handed it over may then
+    consider it delivered (the inbox marks it done)."""
 
 
 class LoopHost(Protocol):
@@ -182,6 +188,8 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
     host.emit(TurnStarted(host.session_key, turn_id, batch[0].delivered))
     for message in batch:
         await host.append(_user_payload(message), message.delivered)
+        if message.recorded is not None and not message.recorded.done():
+            message.recorded.set_result(None)  # in the log: delivered, whatever happens next
     await _steps(host, turn_id, step=0, resumed=())
 
 
@@ -494,6 +502,7 @@ def _user_payload(message: PendingMessage) -> UserMessagePayload:
         author_name=message.author_name,
         attachments=list(message.attachments),
         queue_item_id=message.queue_item_id,
+        inbound_id=message.inbound_id,
     )
 
 

@@ -27,8 +27,9 @@ class TurnState:
     """Queues, running turn, last steer interruption and usage totals, from replayed events."""
 
     __slots__ = ("allowed_tools", "approvals", "cached_tokens", "completion_tokens", "cost",
-                 "decisions", "estimated", "follow_up", "interruption", "last_prompt_tokens",
-                 "model", "people", "prompt_tokens", "running", "steering")  # fmt: skip
+                 "decisions", "estimated", "follow_up", "inbound", "interruption",
+                 "last_prompt_tokens", "model", "people", "prompt_tokens", "running",
+                 "steering")  # fmt: skip
 
     def __init__(self) -> None:
         self.steering: dict[str, QueuedMessage] = {}
@@ -51,6 +52,8 @@ class TurnState:
         """Every decided approval by tool call id, so a second press can say who decided."""
         self.allowed_tools: set[str] = set()
         """Tools a person allowed for the rest of the session."""
+        self.inbound: set[str] = set()
+        """Channel ids of the messages the log holds (see :mod:`core.inbox`)."""
 
     def apply(self, event: SessionEvent) -> None:
         """Take ``event`` into account; types that do not concern turns are ignored."""
@@ -75,6 +78,7 @@ class TurnState:
             self.follow_up.pop(item_id, None)
 
     def _on_user_message(self, event: SessionEvent) -> None:
+        self._note_inbound(event)
         author = event.payload.get("author_id")
         if author and not str(author).startswith("system:"):
             self.people.add(str(author))
@@ -133,7 +137,13 @@ class TurnState:
             skipped_tool_call_ids=tuple(payload["skipped_tool_call_ids"]),
         )
 
+    def _note_inbound(self, event: SessionEvent) -> None:
+        inbound_id = event.payload.get("inbound_id")
+        if inbound_id is not None:
+            self.inbound.add(inbound_id)
+
     def _on_message_queued(self, event: SessionEvent) -> None:
+        self._note_inbound(event)
         payload = event.payload
         queue = self.steering if payload["mode"] == "steer" else self.follow_up
         queue[payload["item_id"]] = QueuedMessage(

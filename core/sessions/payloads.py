@@ -78,6 +78,9 @@ class UserMessagePayload(_Payload):
     more than one person writes in the session)."""
     attachments: list[AttachmentRecord] = []
     """Files that reached the model with it (see :mod:`core.attachments`)."""
+    inbound_id: str | None = None
+    """The channel's id for the message it came from (see :mod:`core.inbox`): a message
+    already in the log is never given to the session a second time."""
 
 
 class ToolCallRecord(_Payload):
@@ -145,6 +148,8 @@ class MessageQueuedPayload(_Payload):
     author_id: str | None = None
     author_name: str | None = None
     attachments: list[AttachmentRecord] = []
+    inbound_id: str | None = None
+    """As for :class:`UserMessagePayload`."""
 
 
 class QueueMovedPayload(_Payload):

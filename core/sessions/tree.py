@@ -157,6 +157,11 @@ class SessionTree:
         """The turn started and not yet ended, cancelled or interrupted, if any."""
         return self._turns.running
 
+    def holds_inbound(self, inbound_id: str, /) -> bool:
+        """Whether the log already holds the message with this channel id (queued or
+        delivered): the inbox's test before it hands a message over again."""
+        return inbound_id in self._turns.inbound
+
     @property
     def last_interruption(self) -> SteerInterruption | None:
         """The steer interruption of the latest turn; cleared when a turn starts."""

@@ -70,6 +70,7 @@ class TestAppend:
             "queue_item_id": None,
             "author_name": None,
             "attachments": [],
+            "inbound_id": None,
         }
 
     async def test_append_many_keeps_order_in_one_go(
