@@ -20,7 +20,7 @@ from core.attachments import AttachmentRecord
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 
-__all__ = ["FOLLOW_UP_PREFIX", "InboundResult", "InboundRouter", "parse_mode"]
+__all__ = ["FOLLOW_UP_PREFIX", "InboundResult", "InboundRouter", "Route", "parse_mode"]
 
 FOLLOW_UP_PREFIX = ">>"
 Mode = Literal["steer", "follow_up"]
@@ -28,6 +28,14 @@ Mode = Literal["steer", "follow_up"]
 
 class AgentSource(Protocol):
     async def get(self, session_key: str, /) -> Agent: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a conversation's messages go now: its binding and the session's agent."""
+
+    binding: SessionBindingRecord
+    agent: Agent
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,7 @@ class InboundRouter:
         author_name: str | None = None,
         mode: Mode | None = None,
         attachments: Sequence[AttachmentRecord] = (),
+        inbound_id: str | None = None,
     ) -> InboundResult | None:
         """Deliver ``text``; None when the conversation is not bound (not ours to answer).
 
@@ -69,18 +78,57 @@ class InboundRouter:
         Whoever shows the agent in the conversation is attached by the runtime
         when the agent starts, not here.
         """
+        route = await self.route(conversation)
+        if route is None:
+            return None
+        return await self.submit(
+            route,
+            text,
+            author_id=author_id,
+            author_name=author_name,
+            mode=mode,
+            attachments=attachments,
+            inbound_id=inbound_id,
+        )
+
+    async def route(self, conversation: ConversationRef) -> Route | None:
+        """The conversation's binding (its activity noted) and its session's agent, started
+        if need be; None when it is not bound.
+
+        Raises:
+            SessionBusy: another live bot process runs the session.
+        """
         binding = self._bindings.active_for_conversation(conversation)
         if binding is None:
             return None
         self._bindings.touch(binding.binding_id)
+        return Route(binding, await self._agents.get(binding.target_session_key))
+
+    async def submit(
+        self,
+        route: Route,
+        text: str,
+        *,
+        author_id: str | None = None,
+        author_name: str | None = None,
+        mode: Mode | None = None,
+        attachments: Sequence[AttachmentRecord] = (),
+        inbound_id: str | None = None,
+    ) -> InboundResult:
+        """Give ``text`` to the routed agent: steer or follow-up, as asked or as it says."""
         if mode is None:
             default: Mode = (
-                "follow_up" if binding.metadata.get("default_mode") == "follow_up" else "steer"
+                "follow_up"
+                if route.binding.metadata.get("default_mode") == "follow_up"
+                else "steer"
             )
             mode, text = parse_mode(text, default)
-        agent = await self._agents.get(binding.target_session_key)
-        entry = agent.follow_up if mode == "follow_up" else agent.steer
+        entry = route.agent.follow_up if mode == "follow_up" else route.agent.steer
         submission = await entry(
-            text, author_id=author_id, author_name=author_name, attachments=attachments
+            text,
+            author_id=author_id,
+            author_name=author_name,
+            attachments=attachments,
+            inbound_id=inbound_id,
         )
-        return InboundResult(binding, mode, submission)
+        return InboundResult(route.binding, mode, submission)

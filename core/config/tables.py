@@ -287,6 +287,9 @@ class AgentConfig(TomlTable):
     """How much of the recent conversation a compaction keeps word for word."""
     attachment_text_max_bytes: int = Field(default=200_000, ge=1)
     """A text file attached in a bound thread reaches the model up to this size."""
+    attachment_fetch_timeout_seconds: Seconds = 30.0
+    """A file that takes longer than this to download is named as unreadable; the rest
+    of its message still goes through."""
 
     @field_validator("tools")
     @classmethod
@@ -318,6 +321,9 @@ class DiscordEndpointsConfig(TomlTable):
     """How many gateway shards the bot has in all; unset: Discord's recommendation."""
     shard_ids: list[int] | None = None
     """The shards this process connects; unset: every shard (one process)."""
+    catch_up_max_messages: int = Field(default=50, ge=0, le=1000)
+    """After a downtime, at most this many messages people wrote in one bound thread
+    meanwhile are read back and answered (the thread says when more were cut); 0: none."""
 
     @model_validator(mode="after")
     def _shards_in_range(self) -> DiscordEndpointsConfig:

@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, func, inspect, select
+from sqlalchemy import BigInteger, Connection, func, inspect, literal, select
 
 from core.clock import utcnow
 from core.errors import SchemaVersionError
@@ -26,6 +26,8 @@ from core.store.tables import (
     CompletionDeliveryRow,
     ConfigOverrideRow,
     HandoffRow,
+    InboxCursorRow,
+    InboxRow,
     LeaseRow,
     SchemaVersionRow,
     SessionBranchRow,
@@ -34,6 +36,7 @@ from core.store.tables import (
     SubagentRow,
     table_of,
 )
+from core.store.types import UTCDateTime
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "current_version", "migrate"]
 
@@ -71,6 +74,27 @@ def _v6_leases(conn: Connection) -> None:
     table_of(LeaseRow).create(conn)
 
 
+def _v7_inbox(conn: Connection) -> None:
+    for table in (InboxRow, InboxCursorRow):
+        table_of(table).create(conn)
+    # Bindings live before the inbox existed get a cursor that says "not read yet":
+    # their first catch-up notes where each conversation stands instead of
+    # replaying a history nobody recorded as read.
+    bindings, cursors = table_of(BindingRow), table_of(InboxCursorRow)
+    live = select(
+        bindings.c.channel,
+        bindings.c.account_id,
+        bindings.c.conversation_id,
+        literal(None, BigInteger).label("last_seq"),
+        literal(utcnow(), UTCDateTime()).label("updated_at"),
+    ).where(bindings.c.status != "ended")
+    conn.execute(
+        cursors.insert().from_select(
+            ["channel", "account_id", "conversation_id", "last_seq", "updated_at"], live
+        )
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -78,6 +102,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "handoffs between agents, current state", _v4_handoffs),
     Migration(5, "subagents and the completion delivery outbox", _v5_subagents),
     Migration(6, "leases: work a bot process has taken, until when", _v6_leases),
+    Migration(7, "the inbox: what people said, recorded before handling; read cursors", _v7_inbox),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -34,6 +34,8 @@ __all__ = [
     "CompletionDeliveryRow",
     "ConfigOverrideRow",
     "HandoffRow",
+    "InboxCursorRow",
+    "InboxRow",
     "LeaseRow",
     "SchemaVersionRow",
     "SessionBranchRow",
@@ -265,6 +267,67 @@ class LeaseRow(SQLModel, table=True):
     key: str = Field(sa_column=Column(String(300), primary_key=True))
     owner: str = Field(sa_column=Column(String(100), nullable=False))
     expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class InboxRow(SQLModel, table=True):
+    """Something a person said to the bot, recorded before anything can fail.
+
+    One row per message (or button press) ever received in a bound
+    conversation, keyed by the channel's own id for it: a message the gateway
+    delivers twice, or that a catch-up reads again, cannot be recorded twice.
+    ``status`` is ``pending`` until the session's log holds it (``done``), or
+    until there is nobody to give it to (``dropped``). ``seq`` orders a
+    conversation's rows (a Discord snowflake grows with time). ``notified``
+    says the author was already told that handling it failed, so they are
+    told once.
+    """
+
+    __tablename__ = "inbox"
+    __table_args__ = (
+        Index("ix_inbox_status", "status"),
+        Index("ix_inbox_conversation", "channel", "account_id", "conversation_id", "seq"),
+    )
+
+    channel: str = Field(sa_column=Column(String(32), primary_key=True))
+    account_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    item_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    kind: str = Field(sa_column=Column(String(16), nullable=False))
+    conversation_id: str = Field(sa_column=Column(String(64), nullable=False))
+    parent_conversation_id: str | None = Field(
+        default=None, sa_column=Column(String(64), nullable=True)
+    )
+    seq: int = Field(sa_column=Column(BigInteger, nullable=False))
+    author_id: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    author_name: str | None = Field(default=None, sa_column=Column(String(200), nullable=True))
+    body: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    source: str = Field(sa_column=Column(String(16), nullable=False))
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    attempts: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    notified: bool = Field(default=False, sa_column=Column(Boolean, nullable=False))
+    received_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    attempted_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    done_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+
+
+class InboxCursorRow(SQLModel, table=True):
+    """How far the bot has read a bound conversation, people's messages and its own.
+
+    After a downtime the catch-up reads a conversation only past this point,
+    and only if the channel says something newer exists. ``last_seq`` NULL
+    marks a binding made before the inbox existed: its first catch-up records
+    where the conversation stands without replaying its history.
+    """
+
+    __tablename__ = "inbox_cursors"
+
+    channel: str = Field(sa_column=Column(String(32), primary_key=True))
+    account_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    conversation_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    last_seq: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
 def table_of(model: type[SQLModel]) -> Table:
