@@ -15,6 +15,7 @@ from typing import Any
 import discord
 
 from adapters.discord.approvals import ApprovalMessages
+from adapters.discord.catch_up import CatchUp
 from adapters.discord.completions import DiscordCompletionSink
 from adapters.discord.delivery import (
     DEFAULT_PERSONA,
@@ -24,6 +25,7 @@ from adapters.discord.delivery import (
     persona_of,
 )
 from adapters.discord.ids import conversation_for
+from adapters.discord.inbox import DiscordInbox
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
 from adapters.discord.webhooks import WebhookPool
@@ -53,6 +55,23 @@ class AccountRuntime:
         self.webhooks = WebhookPool(self.manager, clock=services.bindings.clock)
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self.approvals = ApprovalMessages(self.delivery)
+        self.inbox = DiscordInbox(
+            account_id,
+            client,
+            services.inbox,
+            services.bindings,
+            allow_bots=services.config.discord.allow_bots,
+        )
+        services.inbox.channels.register(self.inbox, replace=True)
+        self.catch_up = CatchUp(
+            account_id,
+            client,
+            services.inbox,
+            services.bindings,
+            self.delivery,
+            limit=services.config.discord.catch_up_max_messages,
+            is_person=self.inbox.is_person,
+        )
         self._presenters: dict[str, tuple[Agent, Persona, ThreadPresenter]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.in_progress: set[tuple[str, ...]] = set()

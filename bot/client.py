@@ -5,11 +5,10 @@ from __future__ import annotations
 import discord
 from discord import app_commands
 
-from adapters.discord.ids import conversation_of
+from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
 from bot.approvals import setup_approvals
-from bot.attachments import read_attachments, tell_refused
 from bot.commands.agents import agents_group
 from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
@@ -19,7 +18,6 @@ from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
 from bot.handoffs import offer_missed_briefs, setup_handoffs
 from bot.wiring import Services
-from core.attachments import AttachmentRecord
 from core.logging import get_logger
 
 __all__ = [
@@ -31,9 +29,6 @@ __all__ = [
 ]
 
 _log = get_logger("bot.client")
-
-MODE_MARKS = {"steer": "🧭", "follow_up": "📥", "started": "▶️"}
-"""The reaction that shows which mode a thread message was delivered in."""
 
 
 def intents() -> discord.Intents:
@@ -104,6 +99,25 @@ class ThreadboundClient(discord.Client):
         else:
             await self.tree.sync()
 
+    @property
+    def sharded(self) -> bool:
+        return isinstance(self, discord.AutoShardedClient)
+
+    async def on_connect(self) -> None:
+        """A ``READY``: the gateway session is new, so events may have been missed. The
+        bound threads are held before any message that follows it is handled (this
+        handler's first step runs first); each guild's are caught up as it arrives."""
+        if not self.sharded:
+            self.account.catch_up.hold()
+
+    async def on_shard_connect(self, shard_id: int) -> None:
+        self.account.catch_up.hold(shard_id)
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        """A guild's threads are known (at a ``READY``, or back from an outage): read back
+        what its bound threads missed."""
+        self.account.catch_up.start(guild_id=guild.id)
+
     async def on_ready(self) -> None:
         _log.info(
             "bot.ready",
@@ -112,51 +126,23 @@ class ThreadboundClient(discord.Client):
             shards=self.services.shards.describe(),
             live_bindings=len(self.services.bindings),
         )
+        if not self.sharded:  # what no guild brought (a guild that did not come back)
+            self.account.catch_up.start(held_only=True)
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        self.account.catch_up.start(shard_id=shard_id, held_only=True)
 
     async def on_message(self, message: discord.Message) -> None:
-        """A message in a bound thread goes to its agent; everything else is not ours."""
-        if not self._from_a_person(message):
-            return
-        conversation = conversation_of(self.account_id, message.channel)
-        files: list[AttachmentRecord] = []
-        if message.attachments:
-            binding = self.services.bindings.active_for_conversation(conversation)
-            if binding is None:
-                return
-            agent = await self.services.runtime.get(binding.target_session_key)
-            files, refused = await read_attachments(
-                message, self.services, vision=agent.model_info.vision
-            )
-            if refused:
-                await tell_refused(message, refused)
-            if not message.content.strip() and not files:
-                return  # nothing left to deliver
-        result = await self.services.inbound.handle(
-            conversation,
-            message.content,
-            author_id=str(message.author.id),
-            author_name=message.author.display_name,
-            attachments=files,
-        )
-        if result is None:
-            return
-        mark = MODE_MARKS["started" if not result.submission.queued else result.mode]
+        """A message in a bound thread goes to its agent, through the inbox; everything
+        else is not ours. Nothing raises from here: the inbox answers every failure."""
         try:
-            await message.add_reaction(mark)
-        except discord.HTTPException:
-            _log.warning("bot.reaction_failed", binding_id=result.binding.binding_id)
+            await self.account.inbox.on_message(message)
+        except Exception:
+            _log.error("bot.on_message_failed", message_id=message.id, exc_info=True)
 
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
         """A deleted thread's binding ends now, not at the next send (never, if idle)."""
         await self.account.thread_deleted(payload.thread_id, payload.parent_id)
-
-    def _from_a_person(self, message: discord.Message) -> bool:
-        """Our own messages, webhook echoes and (unless allowed) other bots are ignored."""
-        if self.user is not None and message.author.id == self.user.id:
-            return False
-        if message.webhook_id is not None:
-            return False
-        return not message.author.bot or self.services.config.discord.allow_bots
 
 
 class ShardedThreadboundClient(ThreadboundClient, discord.AutoShardedClient):

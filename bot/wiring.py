@@ -32,6 +32,7 @@ from core.errors import ProviderError
 from core.handoffs.activate import finish_accepted
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
+from core.inbox import Inbox
 from core.leases import Leases
 from core.logging import get_logger
 from core.mcp import McpServers
@@ -65,6 +66,7 @@ class Services:
     runtime: SessionRuntime
     overrides: RuntimeOverrides
     inbound: InboundRouter
+    inbox: Inbox
     subagents: SubagentService
     artifacts: ArtifactService
     handoffs: HandoffService
@@ -121,6 +123,8 @@ class Services:
         async with asyncio.TaskGroup() as group:
             group.create_task(self.leases.keep_alive())
             group.create_task(self.subagents.keep_recovering(lease_seconds / 2))
+            group.create_task(self.inbox.keep_retrying(lease_seconds / 2))
+            group.create_task(self.inbox.keep_flushing(settings.touch_flush_seconds))
             if self.changes is not None:
                 group.create_task(self.changes.run())
             group.create_task(
@@ -183,9 +187,16 @@ class Services:
                 if closing is not None:
                     await closing()
             await self.bindings.close()
+            await self._flush_cursors()
             await self.leases.close()  # handed over at once, not when they expire
         finally:
             await self.database.close()
+
+    async def _flush_cursors(self) -> None:
+        try:
+            await self.inbox.flush_cursors()
+        except Exception:  # only costs a re-read of some threads at the next start
+            _log.warning("inbox.cursor_flush_failed", exc_info=True)
 
 
 class NoProvider:
@@ -312,6 +323,17 @@ async def build_services(
             leases=leases,
         )
         router = BoundDeliveryRouter(bindings, clock=clock)
+        inbound = InboundRouter(bindings, runtime)
+        inbox = Inbox(
+            database,
+            inbound,
+            bindings,
+            attachments=attachments,
+            text_max_bytes=config.agent.attachment_text_max_bytes,
+            clock=clock,
+            fetch_timeout_seconds=config.agent.attachment_fetch_timeout_seconds,
+            resident=lambda key: runtime.peek(key) is not None,
+        )
         subagents = SubagentService(
             database,
             sessions,
@@ -347,7 +369,8 @@ async def build_services(
         sessions=sessions,
         runtime=runtime,
         overrides=overrides,
-        inbound=InboundRouter(bindings, runtime),
+        inbound=inbound,
+        inbox=inbox,
         subagents=subagents,
         artifacts=artifacts,
         handoffs=HandoffService(database, sessions, clock=clock),

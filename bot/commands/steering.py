@@ -14,8 +14,39 @@ from discord import app_commands
 
 from bot.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_for
+from core.inbox import InboxMessage, Outcome
+from core.logging import get_logger
 
-__all__ = ["steering_commands"]
+__all__ = ["NOT_SAVED", "steering_commands"]
+
+_log = get_logger("bot.commands")
+
+NOT_SAVED = "⚠️ Your message could not be saved (the bot's store did not answer); send it again."
+
+
+def _said(outcome: Outcome, message: str, mode: Literal["steer", "follow_up"]) -> str:
+    """The command's answer: what became of the message."""
+    if outcome.kind == "delivered":
+        if outcome.started:
+            return f"Started a turn with: {message}"
+        word = "Steering" if mode == "steer" else "Queued as a follow-up"
+        return f"{word}: {message}"
+    if outcome.kind == "held":
+        return (
+            "Received; it goes to the agent as soon as what was written here while the bot "
+            f"was offline has been read back: {message}"
+        )
+    if outcome.kind == "busy":
+        return (
+            "Queued: another bot process runs this session right now, and it gets your "
+            f"message from there: {message}"
+        )
+    if outcome.kind == "failed":
+        return (
+            f"⚠️ Not passed on: {outcome.reason}. It stays queued: it goes to the agent "
+            "with the next message here, or when the bot restarts."
+        )
+    return "Already received."
 
 
 def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
@@ -25,20 +56,26 @@ def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
         record = await binding_for(account, interaction, changes=True)
         if record is None:
             return
-        result = await account.services.inbound.handle(
-            record.conversation,
-            message,
+        item = InboxMessage(
+            conversation=record.conversation,
+            item_id=str(interaction.id),
+            seq=interaction.id,
+            text=message,
             author_id=str(interaction.user.id),
             author_name=interaction.user.display_name,
             mode=mode,
+            source="command",
         )
-        if result is None:  # the binding ended in between
+        try:
+            outcome = await account.services.inbox.receive(item)
+        except Exception:  # not even recorded
+            _log.error("inbox.record_failed", item_id=item.item_id, exc_info=True)
+            await interaction.response.send_message(NOT_SAVED, ephemeral=True)
+            return
+        if outcome.kind == "dropped":  # the binding ended in between
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
-        word = "Steering" if mode == "steer" else "Queued as a follow-up"
-        if not result.submission.queued:
-            word = "Started a turn with"
-        await interaction.response.send_message(f"{word}: {message}")
+        await interaction.response.send_message(_said(outcome, message, mode)[:2000])
 
     @app_commands.command(name="steer", description="Redirect the running agent now.")
     async def steer(interaction: discord.Interaction, message: str) -> None:
