@@ -45,6 +45,7 @@ from core.sessions.log import SessionLog
 from core.sharding import ShardSet
 from core.store import Database, open_database
 from core.store.changes import ChangeFeed
+from core.store.liveness import liveness_for
 from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, SubagentService
 from core.subagents.tool import spawn_tool_handler
 
@@ -78,6 +79,10 @@ class Services:
     changes: ChangeFeed | None = None
     """Other processes' changes to bindings and overrides (PostgreSQL only)."""
     providers: dict[str, Provider] = field(default_factory=dict)
+    taken_over_sessions: list[str] = field(default_factory=list)
+    """Sessions a provably dead process held (a killed predecessor), found at pick-up:
+    their leases are expired, nothing else is done with them yet. Every shard's
+    sessions, not only ours."""
 
     _picked_up: asyncio.Future[None] | None = None
     _closed: bool = False
@@ -91,6 +96,8 @@ class Services:
         await asyncio.shield(self._picked_up)
 
     async def _pick_up(self) -> None:
+        taken = await self.leases.take_over_dead()  # before recovery looks for abandoned work
+        self.taken_over_sessions = [key for kind, key in taken if kind == "session"]
         await self.subagents.start()
         done = await finish_accepted(
             handoffs=self.handoffs, runtime=self.runtime, include=self.owns_session
@@ -290,8 +297,12 @@ async def build_services(
         pg_schema=config.store.schema_ or None,
         single_process=single_process,
     )
+    liveness = liveness_for(database)
     try:
-        leases = Leases(database, ttl_seconds=config.store.lease_seconds, clock=clock)
+        leases = Leases(
+            database, ttl_seconds=config.store.lease_seconds, clock=clock, liveness=liveness
+        )
+        await leases.start()
         adapters = AdapterRegistry()
         overrides = RuntimeOverrides(database, config, clock=clock)
         await overrides.start()
@@ -357,6 +368,7 @@ async def build_services(
         factory.attach_spawn(spawn_tool_handler(subagents))
         factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
+        await liveness.close()
         await database.close()
         await mcp.close()
         raise

@@ -12,6 +12,12 @@ work's guild then takes it over.
 Taking a lease is a compare-and-set: free, expired, or already ours. The
 functions taking ``conn`` are units of work for :meth:`Database.run`, so an
 outbox claim can take its lease in the same transaction as its status move.
+
+Expiry is the slow proof that a holder is gone. Where the store can prove it
+at once (:mod:`core.store.liveness`: the SQLite process lock, PostgreSQL
+advisory locks held per process), a dead holder's leases are expired as soon
+as somebody wants its work: a restarted process takes its killed
+predecessor's sessions at the first message, not a lease time later.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, cast
 
 from sqlalchemy import ColumnElement, Connection, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -28,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from core.clock import Clock, SystemClock
 from core.logging import get_logger
 from core.store.database import Database
+from core.store.liveness import Liveness, NoProof
 from core.store.tables import LeaseRow, table_of
 
 __all__ = [
@@ -111,6 +119,44 @@ def _release_all(conn: Connection, owner: str) -> int:
     return int(conn.execute(delete(_L).where(_L.c.owner == owner)).rowcount)
 
 
+def _live_owners(conn: Connection, now: datetime, *, besides: str) -> set[str]:
+    """Owners other than ``besides`` with a live lease: those whose death matters."""
+    rows = conn.execute(
+        select(_L.c.owner).where(_L.c.owner != besides, _L.c.expires_at > now).distinct()
+    )
+    return {str(owner) for (owner,) in rows}
+
+
+def _expire_owners(
+    conn: Connection, owners: Collection[str], now: datetime
+) -> list[tuple[LeaseKind, str]]:
+    """Expire every live lease of ``owners`` (processes proven dead); returns what they
+    held. Expired rather than deleted: rows keep naming who last held the work."""
+    rows = conn.execute(
+        update(_L)
+        .where(_L.c.owner.in_(sorted(owners)), _L.c.expires_at > now)
+        .values(expires_at=now)
+        .returning(_L.c.kind, _L.c.key)
+    )
+    return sorted((cast(LeaseKind, str(kind)), str(key)) for kind, key in rows)
+
+
+def _take_from_dead(
+    conn: Connection,
+    kind: LeaseKind,
+    key: str,
+    *,
+    dead: str,
+    owner: str,
+    now: datetime,
+    until: datetime,
+) -> tuple[str | None, int]:
+    """Expire all of ``dead``'s leases, then take this one: (its holder, or None; how
+    many of ``dead``'s leases were expired). A third process may have been quicker."""
+    expired = _expire_owners(conn, (dead,), now)
+    return take(conn, kind, key, owner=owner, now=now, until=until), len(expired)
+
+
 def _holders(conn: Connection, kind: LeaseKind, now: datetime) -> dict[str, str]:
     rows = conn.execute(
         select(_L.c.key, _L.c.owner).where(_L.c.kind == kind, _L.c.expires_at > now)
@@ -119,7 +165,12 @@ def _holders(conn: Connection, kind: LeaseKind, now: datetime) -> dict[str, str]
 
 
 class Leases:
-    """This process's leases: taken, renewed while it runs, released when it stops."""
+    """This process's leases: taken, renewed while it runs, released when it stops.
+
+    ``liveness`` proves other owners dead (default :class:`NoProof`: only expiry
+    does); :meth:`start` begins proving this process alive and must come before
+    the first lease is taken, or a neighbour could take this process for dead.
+    """
 
     def __init__(
         self,
@@ -128,23 +179,68 @@ class Leases:
         ttl_seconds: float = 30.0,
         owner: str | None = None,
         clock: Clock | None = None,
+        liveness: Liveness | None = None,
     ) -> None:
         self._db = database
         self.owner = owner or new_owner_id()
         self.clock: Clock = clock or SystemClock()
         self.ttl = timedelta(seconds=ttl_seconds)
+        self.liveness: Liveness = liveness or NoProof()
+
+    async def start(self) -> None:
+        """Begin proving this process alive (see :mod:`core.store.liveness`)."""
+        await self.liveness.start(self.owner)
 
     def until(self) -> datetime:
         """When a lease taken or renewed now expires."""
         return self.clock.now() + self.ttl
 
     async def take(self, kind: LeaseKind, key: str) -> str | None:
-        """Take the lease; None on success, else who holds it."""
+        """Take the lease; None on success, else who holds it.
+
+        A live lease whose holder is provably dead is no obstacle: all of that
+        holder's leases are expired and this one is taken, in this call.
+        """
         now = self.clock.now()
         holder: str | None = await self._db.run(
             lambda conn: take(conn, kind, key, owner=self.owner, now=now, until=now + self.ttl)
         )
+        if holder is None or holder not in await self.liveness.dead({holder}):
+            return holder
+        dead = holder
+        holder, expired = await self._db.run(
+            lambda conn: _take_from_dead(
+                conn, kind, key, dead=dead, owner=self.owner, now=now, until=now + self.ttl
+            )
+        )
+        if expired:
+            self._taken_over([dead], expired)
         return holder
+
+    async def take_over_dead(self) -> list[tuple[LeaseKind, str]]:
+        """Expire every lease of the other owners that are provably dead, and return
+        the ``(kind, key)`` pairs they held.
+
+        Run at start-up: the completions a killed predecessor was posting become
+        :func:`abandoned` at once (recovery posts them now, not a lease time
+        later), and the caller learns which sessions it left, to pick them up.
+        """
+        now = self.clock.now()
+        others: set[str] = await self._db.run(
+            lambda conn: _live_owners(conn, now, besides=self.owner)
+        )
+        dead = await self.liveness.dead(others) if others else set()
+        if not dead:
+            return []
+        theirs: list[tuple[LeaseKind, str]] = await self._db.run(
+            lambda conn: _expire_owners(conn, dead, now)
+        )
+        if theirs:
+            self._taken_over(sorted(dead), len(theirs))
+        return theirs
+
+    def _taken_over(self, owners: list[str], count: int) -> None:
+        _log.info("leases.taken_over_dead", owner=self.owner, owners=owners, count=count)
 
     async def release(self, kind: LeaseKind, key: str) -> None:
         await self._db.run(lambda conn: release(conn, kind, key, owner=self.owner))
@@ -162,18 +258,28 @@ class Leases:
         return renewed
 
     async def keep_alive(self) -> None:
-        """Renew a third of the lease time apart, until cancelled. A failed renewal is
-        logged and retried: a store that is briefly away must not cost the leases."""
+        """Renew a third of the lease time apart, until cancelled, checking our proof of
+        life first. A failure of either is logged and retried: a store that is
+        briefly away must not cost the leases."""
         interval = self.ttl.total_seconds() / 3
         while True:
             await self.clock.sleep(interval)
+            try:
+                await self.liveness.check()
+            except Exception:
+                _log.warning("leases.liveness_failed", owner=self.owner, exc_info=True)
             try:
                 await self.renew()
             except Exception:
                 _log.warning("leases.renew_failed", owner=self.owner, exc_info=True)
 
     async def close(self) -> None:
-        """Let go of everything: a clean stop hands its work over at once, not on expiry."""
-        released = await self._db.run(lambda conn: _release_all(conn, self.owner))
-        if released:
-            _log.info("leases.released", owner=self.owner, count=released)
+        """Let go of everything: a clean stop hands its work over at once, not on expiry.
+        Our proof of life ends after that, so nobody takes our work for a dead one's
+        while we still hold it."""
+        try:
+            released = await self._db.run(lambda conn: _release_all(conn, self.owner))
+            if released:
+                _log.info("leases.released", owner=self.owner, count=released)
+        finally:
+            await self.liveness.close()

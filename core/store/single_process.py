@@ -33,6 +33,11 @@ class ProcessLock:
         self.path = lock_path_for(database)
         self._file: IO[bytes] | None = None
 
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the lock now (taken, not yet released)."""
+        return self._file is not None
+
     def acquire(self) -> None:
         """Take the lock, or raise a StoreError telling what to do instead."""
         import fcntl  # POSIX; the bot runs on Linux and macOS

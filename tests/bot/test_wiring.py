@@ -10,7 +10,9 @@ from bot.wiring import build_services
 from core.bindings.records import ConversationRef
 from core.clock import FakeClock
 from core.config import Config, parse_config
+from core.leases import Leases
 from core.providers.scripted import ScriptedProvider
+from core.store import open_database
 
 
 def config_for(tmp_path: Path) -> Config:
@@ -128,5 +130,27 @@ async def test_maintenance_evicts_idle_agents(tmp_path: Path) -> None:
         upkeep.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await upkeep
+    finally:
+        await services.close()
+
+
+async def test_pick_up_takes_over_a_dead_predecessors_sessions(tmp_path: Path) -> None:
+    """A restarted bot (the SQLite process lock held) takes the leases its killed
+    predecessor left at once, and keeps the sessions among them for their pick-up."""
+    clock = FakeClock()
+    config = config_for(tmp_path)
+    previous = await open_database(config.store_url())
+    predecessor = Leases(previous, owner="killed", clock=clock)
+    await predecessor.take("session", "agent:1")
+    await predecessor.take("completion", "c1")
+    await previous.close()  # killed: nothing released, the leases still run
+
+    services = await build_services(
+        config, clock=clock, provider=ScriptedProvider([]), single_process=True
+    )
+    try:
+        await services.pick_up()
+        assert services.taken_over_sessions == ["agent:1"]
+        assert await services.runtime.get("agent:1") is not None  # no SessionBusy
     finally:
         await services.close()
