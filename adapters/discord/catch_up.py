@@ -93,6 +93,7 @@ class CatchUp:
         self._is_person = is_person
         self.reports: list[CatchUpReport] = []
         """Every catch-up of this process, oldest first."""
+        self._finished = asyncio.Condition()
         self._running: set[asyncio.Future[CatchUpReport]] = set()
         self._reading: set[str] = set()
         """Bindings a catch-up is working on now (not taken by a second one)."""
@@ -130,9 +131,17 @@ class CatchUp:
         return running
 
     async def wait(self) -> None:
-        """Until the catch-ups under way have finished (tests, the benchmark, shutdown)."""
+        """Until the catch-ups under way have finished (shutdown)."""
         while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def wait_finished(self, count: int = 1) -> list[CatchUpReport]:
+        """Until ``count`` catch-ups of this process have finished (tests, the benchmark)."""
+        async with self._finished:
+            await self._finished.wait_for(
+                lambda: sum(report.done.is_set() for report in self.reports) >= count
+            )
+        return self.reports
 
     async def run(self, bound: list[SessionBindingRecord]) -> CatchUpReport:
         """Read back what these held threads missed, then release them; never raises."""
@@ -147,6 +156,8 @@ class CatchUp:
         finally:
             self._reading.difference_update(b.binding_id for b in bound)
         report.done.set()
+        async with self._finished:
+            self._finished.notify_all()
         if bound:
             _log.info(
                 "catch_up.done",
