@@ -2,9 +2,10 @@
 
 Shutdown order matters: first announcements and farewells already under way
 are let finish (:data:`DRAIN_SECONDS` at most) while the clients can still post
-them, then the clients disconnect (no new work arrives), then the maintenance
-task stops, then pending touches are flushed and the store is closed. SIGINT
-and SIGTERM both take that path.
+them; then the running turns stop (their queues kept) and their threads say so,
+again while the clients can post; then the clients disconnect (no new work
+arrives), then the maintenance task stops, then pending touches are flushed and
+the store is closed. SIGINT and SIGTERM both take that path.
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ async def run_bot(config: Config) -> int:
 async def shut_down(
     services: Services, clients: Sequence[discord.Client], *, drain_seconds: float = DRAIN_SECONDS
 ) -> None:
-    """Let posts under way land, then disconnect every client."""
+    """Let posts under way land, stop the running turns where their threads can still
+    say so, then disconnect every client."""
     await services.drain(drain_seconds)
+    accounts = [a for a in (getattr(c, "account", None) for c in clients) if a is not None]
+    await services.stop_turns(drain_seconds, [account.drain() for account in accounts])
     for client in clients:
         await client.close()
 

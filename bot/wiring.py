@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,8 @@ class Services:
     their leases are expired, nothing else is done with them yet. Every shard's
     sessions, not only ours."""
 
+    stopping: bool = False
+    """A clean stop has begun (work that a stop cuts off says so, instead of failing)."""
     _picked_up: asyncio.Future[None] | None = None
     _closed: bool = False
 
@@ -107,6 +109,35 @@ class Services:
         waiting = await self.runtime.resume_waiting(self.owns_session)
         if waiting:
             _log.info("approvals.resumed_at_start", sessions=waiting)
+        cut = await self._close_cut_off_turns(self.taken_over_sessions)
+        if cut:
+            _log.info("sessions.closed_at_start", sessions=cut)
+
+    async def _keep_taking_over(self, interval_seconds: float) -> None:
+        """Every ``interval_seconds``: the work of a process that died meanwhile (proved
+        dead, not waited out) is taken over, and its cut-off turns closed."""
+        while True:
+            await self.bindings.clock.sleep(interval_seconds)
+            try:
+                taken = await self.leases.take_over_dead()
+                await self._close_cut_off_turns([key for kind, key in taken if kind == "session"])
+            except Exception:
+                _log.warning("leases.take_over_failed", exc_info=True)
+
+    async def _close_cut_off_turns(self, sessions: Sequence[str]) -> int:
+        """Start the sessions a dead process was running, so a turn it left cut off is
+        closed now and its thread says so (not at the next message, nor never)."""
+        started = 0
+        for key in sessions:
+            if self.runtime.peek(key) is not None or not await self.owns_session(key):
+                continue
+            try:
+                await self.runtime.get(key)
+            except Exception:  # one session's trouble must not stop the start-up
+                _log.warning("sessions.close_failed", session_key=key, exc_info=True)
+                continue
+            started += 1
+        return started
 
     async def owns_session(self, session_key: str) -> bool:
         """Whether this process answers for the session: its guild is on our shards.
@@ -129,6 +160,7 @@ class Services:
         lease_seconds = self.leases.ttl.total_seconds()
         async with asyncio.TaskGroup() as group:
             group.create_task(self.leases.keep_alive())
+            group.create_task(self._keep_taking_over(lease_seconds / 2))
             group.create_task(self.subagents.keep_recovering(lease_seconds / 2))
             group.create_task(self.inbox.keep_retrying(lease_seconds / 2))
             group.create_task(self.inbox.keep_flushing(settings.touch_flush_seconds))
@@ -161,17 +193,36 @@ class Services:
             binding_ends=len(ends),
             seconds=seconds,
         )
+        await self.within(seconds, pending)
+        return len(pending)
+
+    async def stop_turns(self, seconds: float, shown: Sequence[Awaitable[Any]]) -> int:
+        """At a clean stop, while the chat clients are still connected: stop the running
+        turns (their queues kept) so their threads say so, and wait up to ``seconds``
+        for ``shown`` (each account's Discord work: what the threads show, a brief's
+        answer). Watchers of subagent tasks stop first, so a stopped turn is never
+        announced as the task's end. Returns how many turns were stopped."""
+        self.stopping = True
+        await self.subagents.close()
+        stopped = await self.runtime.interrupt()
+        await self.within(seconds, [asyncio.ensure_future(work) for work in shown])
+        return stopped
+
+    async def within(self, seconds: float, pending: Sequence[Awaitable[Any]]) -> None:
+        """Wait for ``pending`` for up to ``seconds`` on the services' clock."""
+        futures = [asyncio.ensure_future(p) for p in pending]
+        if not futures:
+            return
         timer = asyncio.ensure_future(self.bindings.clock.sleep(seconds))
-        everything = asyncio.ensure_future(asyncio.wait(pending))
+        everything = asyncio.ensure_future(asyncio.wait(futures))
         try:
             await asyncio.wait({timer, everything}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
             everything.cancel()
-        unfinished = sum(1 for f in pending if not f.done())
+        unfinished = sum(1 for f in futures if not f.done())
         if unfinished:
             _log.warning("bot.drain_timed_out", unfinished=unfinished, seconds=seconds)
-        return len(pending)
 
     @property
     def sinks(self) -> SinkRegistry:

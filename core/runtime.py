@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.agent.agent import Agent
-from core.agent.events import AgentEvent, TurnCancelled, TurnEnded
+from core.agent.events import AgentEvent, TurnCancelled, TurnEnded, TurnInterrupted
 from core.agent.loop import resumable_turn
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
 from core.clock import Clock, SystemClock
@@ -121,10 +121,12 @@ class SessionRuntime:
                 entry = self._entries.get(session_key)
                 if entry is None:
                     await self._take_lease(session_key)
-                    agent = await self._start(session_key)
+                    agent, interrupted = await self._start(session_key)
                     entry = _Entry(agent, self.clock.now())
                     self._entries[session_key] = entry
                     self._announce(agent)
+                    if interrupted is not None:  # shown where the agent is, before it goes on
+                        agent.emit(TurnInterrupted(session_key, interrupted, stopping=False))
                     await agent.resume()
                 return entry.agent
         finally:
@@ -160,12 +162,13 @@ class SessionRuntime:
             _log.info("session.reloaded", session_key=session_key)
         return await self.get(session_key)
 
-    async def _start(self, session_key: str) -> Agent:
+    async def _start(self, session_key: str) -> tuple[Agent, str | None]:
+        """The agent, and the id of a turn a dead process left cut off (now closed)."""
         tree = await self._log.load(session_key)
-        await self._close_interrupted_turn(tree)
+        interrupted = await self._close_interrupted_turn(tree)
         agent = self._factory(tree, self._log, self._crashed)
         agent.subscribe(self._on_event)
-        return agent
+        return agent, interrupted
 
     def _announce(self, agent: Agent) -> None:
         for listener in list(self._started_listeners):
@@ -196,16 +199,17 @@ class SessionRuntime:
             resumed += 1
         return resumed
 
-    async def _close_interrupted_turn(self, tree: SessionTree) -> None:
+    async def _close_interrupted_turn(self, tree: SessionTree) -> str | None:
         turn_id = tree.running_turn_id
         if turn_id is None or resumable_turn(tree) is not None:
-            return
+            return None
         items = [
             as_item(payload) for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
         ]
         items.append(as_item(TurnInterruptedPayload(turn_id=turn_id)))
         await self._log.append_many(tree, items)
         _log.warning("session.turn_interrupted", session_key=tree.session_key, turn_id=turn_id)
+        return turn_id
 
     # -- supervision -----------------------------------------------------------
 
@@ -277,11 +281,24 @@ class SessionRuntime:
         if session_key in self._entries or session_key in self._starting:
             await self._leases.take("session", session_key)  # restarted during the release
 
-    async def close(self) -> None:
-        """Stop running turns, keeping their queues, so a restart resumes them cleanly;
-        a turn waiting for an approval is left waiting, for the next process."""
+    async def interrupt(self) -> int:
+        """At a clean stop: stop running turns, keeping their queues, so a restart resumes
+        them cleanly; a turn waiting for an approval is left waiting, for the next
+        process. Whoever shows a stopped turn is told (``TurnInterrupted``) while it can
+        still say so. Returns how many turns were stopped."""
         await self.wait_restarts()
+        stopped = 0
         for resident in list(self._entries.values()):
-            if resident.agent.running and not await resident.agent.suspend():
-                await resident.agent.cancel(keep_queues=True)
+            agent = resident.agent
+            if not agent.running or await agent.suspend():
+                continue
+            turn_id = agent.tree.running_turn_id
+            await agent.cancel(keep_queues=True)
+            agent.emit(TurnInterrupted(agent.session_key, turn_id, stopping=True))
+            stopped += 1
+        return stopped
+
+    async def close(self) -> None:
+        """:meth:`interrupt`, then forget every agent (their state is in the log)."""
+        await self.interrupt()
         self._entries.clear()

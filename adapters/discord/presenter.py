@@ -39,6 +39,7 @@ from core.agent.events import (
     ToolStarted,
     TurnCancelled,
     TurnEnded,
+    TurnInterrupted,
     TurnStarted,
 )
 from core.bindings.records import SessionBindingRecord
@@ -47,7 +48,7 @@ from core.errors import DeliveryError
 from core.logging import get_logger, redact_text
 from core.sessions.tree import SessionSnapshot
 
-__all__ = ["ThreadPresenter", "failure_notice", "status_text"]
+__all__ = ["ThreadPresenter", "failure_notice", "interrupted_notice", "status_text"]
 
 _log = get_logger("adapters.discord")
 
@@ -64,14 +65,22 @@ NOTICE_LIMIT = 300
 
 
 def status_text(
-    snapshot: SessionSnapshot, *, failed: bool = False, model: str | None = None
+    snapshot: SessionSnapshot,
+    *,
+    failed: bool = False,
+    model: str | None = None,
+    interrupted: bool = False,
 ) -> str:
-    """The thread's status line: running, idle or failed, what is queued, and the model
-    when the session was switched to one with ``/model``."""
+    """The thread's status line: running, idle, failed or cut off by a stop, what is
+    queued, and the model when the session was switched to one with ``/model``."""
     if snapshot.running:
         state = "⏳ running"
+    elif failed:
+        state = "⚠️ last turn failed; send a message to retry"
+    elif interrupted:
+        state = "⏹️ last turn cut off by a bot restart; send a message to carry on"
     else:
-        state = "⚠️ last turn failed; send a message to retry" if failed else "✅ idle"
+        state = "✅ idle"
     parts = [state]
     if snapshot.steering_queue:
         parts.append(f"{len(snapshot.steering_queue)} steer pending")
@@ -97,6 +106,19 @@ def failure_notice(event: AgentErrorEvent) -> str:
             reason = reason[: NOTICE_LIMIT - 1] + "…"
         what = f"the model could not answer: {reason}"
     return f"⚠️ This turn failed: {what}. Your next message starts a new turn."
+
+
+def interrupted_notice(event: TurnInterrupted, name: str) -> str:
+    """What the thread reads where a stop cut a turn off, so nothing looks frozen."""
+    if event.stopping:
+        return (
+            f"⏹️ The bot is stopping, so **{name}**'s turn was cut off here. Messages "
+            "already queued are kept; once the bot is back, send a message to carry on."
+        )
+    return (
+        f"⚠️ The bot stopped unexpectedly while **{name}** was working; that turn was cut "
+        "off here. Send a message to carry on."
+    )
 
 
 def compaction_notice(event: Compacted) -> str:
@@ -139,6 +161,7 @@ class ThreadPresenter:
         self._agent: Agent | None = None
         self._status: StreamingMessage | None = None
         self._failed = False
+        self._interrupted = False
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
@@ -156,7 +179,7 @@ class ThreadPresenter:
 
     def on_event(self, event: AgentEvent) -> None:
         if isinstance(event, TurnStarted):
-            self._failed = False
+            self._failed = self._interrupted = False
         turn_over = isinstance(event, TurnEnded | TurnCancelled)
         if isinstance(event, _STATUS_EVENTS) and not turn_over:
             self._show_status()
@@ -191,6 +214,11 @@ class ThreadPresenter:
             self._close_stream()  # the next words start a new message, in order
             if turn_over:  # "idle" only once the turn's last words have landed
                 self._then(self._status_now())
+        elif isinstance(event, TurnInterrupted):
+            self._interrupted = True
+            self._close_stream()
+            self._then(self._bot_notice(interrupted_notice(event, self._persona.name)))
+            self._then(self._status_now())
         elif isinstance(event, AgentErrorEvent):
             self._failed = True
             self._close_stream()
@@ -225,7 +253,14 @@ class ThreadPresenter:
             )
         chosen = self._agent.tree.model_choice
         model = chosen[1] if chosen is not None else None
-        self._status.replace(status_text(self._agent.snapshot(), failed=self._failed, model=model))
+        self._status.replace(
+            status_text(
+                self._agent.snapshot(),
+                failed=self._failed,
+                model=model,
+                interrupted=self._interrupted,
+            )
+        )
 
     def _document(self) -> TranscriptDoc:
         """The open persona message's text, opening one if none is."""

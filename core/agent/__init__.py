@@ -14,6 +14,7 @@ from core.agent.events import (
     ToolStarted,
     TurnCancelled,
     TurnEnded,
+    TurnInterrupted,
     TurnStarted,
 )
 from core.agent.messages import derive_messages, render_steering
@@ -41,6 +42,7 @@ __all__ = [
     "ToolsSkipped",
     "TurnCancelled",
     "TurnEnded",
+    "TurnInterrupted",
     "TurnStarted",
     "default_should_continue",
     "derive_messages",

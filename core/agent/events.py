@@ -27,6 +27,7 @@ __all__ = [
     "ToolsSkipped",
     "TurnCancelled",
     "TurnEnded",
+    "TurnInterrupted",
     "TurnStarted",
 ]
 
@@ -146,6 +147,17 @@ class TurnCancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnInterrupted:
+    """A turn was cut off by the bot stopping: ``stopping`` while it stops cleanly (its
+    queued messages are kept), or found at the next start after the process died (the
+    log marks the turn interrupted; its unanswered calls got a synthetic result)."""
+
+    session_key: str
+    turn_id: str | None
+    stopping: bool
+
+
+@dataclass(frozen=True, slots=True)
 class AgentErrorEvent:
     """A turn failed: the model (``internal`` False: its message may be shown to users),
     or the bot itself (``internal`` True: the message is for the logs only)."""
@@ -169,5 +181,6 @@ AgentEvent = (
     | SteeringInjected
     | MessageQueued
     | TurnCancelled
+    | TurnInterrupted
     | AgentErrorEvent
 )
