@@ -151,8 +151,9 @@ class AccountRuntime:
         self._presenters[record.binding_id] = (agent, persona, presenter)
         return presenter
 
-    def run_in_background(self, work: Coroutine[Any, Any, Any]) -> None:
-        """Run ``work`` as a task this account owns until it finishes.
+    def run_in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+        """Run ``work`` as a task this account owns until it finishes; :meth:`drain` (and
+        so a clean stop, before the client closes) waits for it.
 
         asyncio holds only weak references to tasks; a task kept by nothing
         else can be collected before it runs to the end.
@@ -160,6 +161,7 @@ class AccountRuntime:
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def presenter_for(self, session_key: str) -> ThreadPresenter | None:
         """A presenter showing ``session_key`` here, if any."""

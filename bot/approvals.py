@@ -18,12 +18,15 @@ from typing import Any, Final, Literal
 import discord
 
 from adapters.discord.approvals import APPROVAL_TEMPLATE, approval_view
+from bot.account import AccountRuntime
 from bot.commands.permissions import NOT_OWNER, may_change
 from bot.handoffs.ui import account_of, say
+from bot.presses import handle_press
+from core.inbox import InboxPress
 from core.logging import get_logger
 from core.sessions.payloads import ApprovalDecision
 
-__all__ = ["ApprovalButton", "approval_pressed", "setup_approvals"]
+__all__ = ["ApprovalButton", "approval_pressed", "recover_approval", "setup_approvals"]
 
 _log = get_logger("bot.approvals")
 
@@ -68,7 +71,13 @@ class ApprovalButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=AP
         return cls(match["action"], match["request_id"])
 
     async def callback(self, interaction: discord.Interaction) -> None:
-        await approval_pressed(interaction, self.action, self.request_id)
+        await handle_press(
+            account_of(interaction),
+            interaction,
+            action=f"approval:{self.action}",
+            target=self.request_id,
+            work=lambda: approval_pressed(interaction, self.action, self.request_id),
+        )
 
 
 def setup_approvals(client: discord.Client) -> None:
@@ -113,3 +122,27 @@ async def approval_pressed(
         return
     decided = _DECIDED.get(record.decision, record.decision).format(who=record.by_name or "someone")
     await say(interaction, f"Already decided: {decided}.")
+
+
+async def recover_approval(account: AccountRuntime, press: InboxPress) -> None:
+    """A killed process was recording this decision: record it now, if the request still
+    waits (a person's Allow or Deny is not lost to a crash)."""
+    services = account.services
+    action = press.action.split(":", 1)[1]
+    session_key = await services.sessions.session_of(press.target)
+    if action not in _DECISIONS or session_key is None:
+        return
+    agent = await services.runtime.get(session_key)
+    call_id = agent.pending_approval(press.target)
+    if call_id is None:
+        return  # decided meanwhile (a timeout, or the press had landed after all)
+    await agent.decide(
+        call_id, _DECISIONS[action], by_user_id=press.author_id, by_name=press.author_name
+    )
+    _log.info(
+        "approval.decided",
+        session_key=session_key,
+        tool=agent.tree.get(press.target).payload["name"],
+        decision=_DECISIONS[action],
+        user=press.author_id,
+    )

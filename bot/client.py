@@ -8,7 +8,7 @@ from discord import app_commands
 from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
 from bot.account import AccountRuntime
-from bot.approvals import setup_approvals
+from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import agents_group
 from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
@@ -17,6 +17,9 @@ from bot.commands.session_model import session_model_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
 from bot.handoffs import offer_missed_briefs, setup_handoffs
+from bot.handoffs.brief import recover_brief
+from bot.handoffs.views import recover_handoff
+from bot.presses import recover_presses
 from bot.wiring import Services
 from core.logging import get_logger
 
@@ -86,9 +89,14 @@ class ThreadboundClient(discord.Client):
             self.tree.add_command(command)
         setup_handoffs(self, self.account)
         setup_approvals(self)
+        self.tree.on_error = self._command_failed
         # What a previous run left unfinished (once per process), before the gateway
         # connects and new work can arrive.
         await self.services.pick_up()
+        await recover_presses(
+            self.account,
+            {"brief": recover_brief, "approval": recover_approval, "handoff": recover_handoff},
+        )
         self.account.run_in_background(offer_missed_briefs(self.account))
         guilds = self.services.config.discord.command_guild_ids
         if guilds:
@@ -139,6 +147,24 @@ class ThreadboundClient(discord.Client):
             await self.account.inbox.on_message(message)
         except Exception:
             _log.error("bot.on_message_failed", message_id=message.id, exc_info=True)
+
+    async def _command_failed(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        """A command that raised: logged, and answered with a line saying so (never silence)."""
+        _log.error(
+            "bot.command_failed",
+            command=interaction.command.qualified_name if interaction.command else None,
+            exc_info=error,
+        )
+        text = "⚠️ This command failed inside the bot (the details are in its logs)."
+        try:
+            if interaction.response.is_done():
+                await interaction.followup.send(text, ephemeral=True)
+            else:
+                await interaction.response.send_message(text, ephemeral=True)
+        except (discord.HTTPException, RuntimeError):
+            _log.warning("bot.command_answer_failed")
 
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
         """A deleted thread's binding ends now, not at the next send (never, if idle)."""

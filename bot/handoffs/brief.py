@@ -36,15 +36,19 @@ from core.bindings.records import SessionBindingRecord
 from core.config import AgentProfile
 from core.errors import ThreadboundError
 from core.handoffs.activation import HandoffRecord
+from core.inbox import InboxPress
 from core.logging import get_logger
 from core.sessions.tree import SessionTree
 
 __all__ = [
+    "BRIEF_CUT_OFF",
+    "BRIEF_STOPPED",
     "CONSOLIDATION_TIMEOUT",
     "PROMPTED_KEY",
     "brief_from_answer",
     "brief_pressed",
     "offer_missed_briefs",
+    "recover_brief",
     "watch_for_brief",
 ]
 
@@ -54,6 +58,13 @@ PROMPTED_KEY: Final = "brief_prompted"
 """Binding metadata: the agents whose brief button was already posted in the thread."""
 CONSOLIDATION_TIMEOUT: Final = 600.0
 """Seconds the consolidation turn may take before the press is answered with an error."""
+BRIEF_STOPPED: Final = (
+    "The brief was interrupted: the bot is stopping. Press the button again once it is back."
+)
+BRIEF_CUT_OFF: Final = (
+    "The brief was interrupted by a bot restart before it was written; press the button "
+    "to try again."
+)
 
 
 def _turn_ended_since_activation(tree: SessionTree) -> bool:
@@ -202,17 +213,34 @@ async def brief_pressed(
     try:
         await _produce_brief(account, interaction, record, agent, current, profile)
     except (ThreadboundError, TimeoutError) as exc:
-        _log.warning("handoff.brief_failed", binding_id=binding_id, error=str(exc))
-        await say(interaction, f"The brief was not produced: {exc}")
+        if services.stopping:  # the stop cut the turn off: say so, and give the button back
+            _log.info("handoff.brief_interrupted", binding_id=binding_id)
+            text = BRIEF_STOPPED
+        else:
+            _log.warning("handoff.brief_failed", binding_id=binding_id, error=str(exc))
+            await say(interaction, f"The brief was not produced: {exc}")
+            text = (
+                f"The brief was not produced ({display_name(profiles, current)}); "
+                "press the button to try again."
+            )
         if interaction.response.is_done():  # give the button back, so it can be pressed again
             await interaction.edit_original_response(
-                content=f"The brief was not produced ({display_name(profiles, current)}); "
-                "press the button to try again.",
-                view=brief_view(binding_id),
-                allowed_mentions=NO_MENTIONS,
+                content=text, view=brief_view(binding_id), allowed_mentions=NO_MENTIONS
             )
     finally:
         account.in_progress.discard(("briefing", binding_id))
+
+
+async def recover_brief(account: AccountRuntime, press: InboxPress) -> None:
+    """A killed process was writing this brief: its message, frozen at "asked for the
+    brief…" with a disabled button, says so and offers the button again."""
+    record = account.services.bindings.active(press.target)
+    if record is None or press.message_id is None:
+        return
+    thread = await account.manager.fetch_channel(record.conversation.conversation_id)
+    await thread.get_partial_message(int(press.message_id)).edit(
+        content=BRIEF_CUT_OFF, view=brief_view(record.binding_id), allowed_mentions=NO_MENTIONS
+    )
 
 
 async def _produce_brief(

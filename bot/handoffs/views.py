@@ -44,11 +44,13 @@ from bot.handoffs.ui import (
     offer_view,
     say,
 )
+from bot.presses import handle_press
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 from core.errors import ThreadboundError
 from core.handoffs.activate import activate, complete_when_done
 from core.handoffs.activation import HandoffRecord
+from core.inbox import InboxPress
 from core.logging import get_logger
 from core.subagents.records import SubagentRecord
 
@@ -63,6 +65,7 @@ __all__ = [
 
 _log = get_logger("bot.handoffs")
 
+PRESS_CUT_OFF: Final = "⚠️ A press on this offer was cut off by a bot restart; press again."
 HANDED_OFF: Final = "handed-off"
 """Unbind reason of the thread an accepted handoff leaves (``handoff_thread = "new"``)."""
 
@@ -86,7 +89,14 @@ class HandoffButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=HAN
         return cls(match["action"], match["handoff_id"])
 
     async def callback(self, interaction: discord.Interaction) -> None:
-        await handoff_pressed(account_of(interaction), interaction, self.action, self.handoff_id)
+        account = account_of(interaction)
+        await handle_press(
+            account,
+            interaction,
+            action=f"handoff:{self.action}",
+            target=self.handoff_id,
+            work=lambda: handoff_pressed(account, interaction, self.action, self.handoff_id),
+        )
 
 
 class BriefButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=BRIEF_TEMPLATE):
@@ -107,7 +117,14 @@ class BriefButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=BRIEF
         return cls(match["binding_id"])
 
     async def callback(self, interaction: discord.Interaction) -> None:
-        await brief_pressed(account_of(interaction), interaction, self.binding_id)
+        account = account_of(interaction)
+        await handle_press(
+            account,
+            interaction,
+            action="brief",
+            target=self.binding_id,
+            work=lambda: brief_pressed(account, interaction, self.binding_id),
+        )
 
 
 def setup_handoffs(client: discord.Client, account: AccountRuntime) -> None:
@@ -128,6 +145,25 @@ def setup_handoffs(client: discord.Client, account: AccountRuntime) -> None:
             watch_for_brief(account, binding, agent)
 
     services.subagents.on_finished(finished)
+
+
+async def recover_handoff(account: AccountRuntime, press: InboxPress) -> None:
+    """A killed process was acting on an Accept / Reject: if the offer is still open, say
+    on it that the press was cut off (its buttons work as before)."""
+    record = account.services.bindings.active_for_conversation(press.conversation)
+    if record is None or press.message_id is None:
+        return
+    offers = await account.services.handoffs.list(record.target_session_key)
+    if not any(h.id == press.target and h.status == "offered" for h in offers):
+        return  # decided after all (start-up finishes an accepted one)
+    thread = await account.manager.fetch_channel(press.conversation.conversation_id)
+    message = await thread.fetch_message(int(press.message_id))
+    first = message.content.split("\n", 1)[0]
+    await message.edit(
+        content=f"{first}\n{PRESS_CUT_OFF}",
+        view=offer_view(press.target),
+        allowed_mentions=NO_MENTIONS,
+    )
 
 
 async def handoff_pressed(

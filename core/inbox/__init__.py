@@ -8,7 +8,15 @@ one, and :mod:`~core.inbox.service` the :class:`Inbox` itself.
 from __future__ import annotations
 
 from core.inbox.files import FileUnavailable
-from core.inbox.records import FileRef, InboxMessage, Mode, Outcome, OutcomeKind, Source
+from core.inbox.records import (
+    FileRef,
+    InboxMessage,
+    InboxPress,
+    Mode,
+    Outcome,
+    OutcomeKind,
+    Source,
+)
 from core.inbox.service import Inbox, InboxChannel
 
 __all__ = [
@@ -17,6 +25,7 @@ __all__ = [
     "Inbox",
     "InboxChannel",
     "InboxMessage",
+    "InboxPress",
     "Mode",
     "Outcome",
     "OutcomeKind",

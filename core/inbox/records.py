@@ -18,6 +18,7 @@ from core.bindings.records import ConversationRef
 __all__ = [
     "FileRef",
     "InboxMessage",
+    "InboxPress",
     "Mode",
     "Outcome",
     "OutcomeKind",
@@ -66,6 +67,28 @@ class InboxMessage:
     """Failed attempts to hand it over so far."""
     notified: bool = False
     """The author was already told that handling it failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class InboxPress:
+    """A button press that changes state (a brief asked for, an approval, a handoff).
+
+    Recorded before it acts, keyed by the channel's id for the press: the same
+    press delivered twice acts once, and one a crash cut off is found at the
+    next start and closed visibly (its button offered again, or its decision
+    applied). ``target`` is what the button acts on (a binding, an approval
+    request, a handoff); ``message_id`` the message that carries the button.
+    """
+
+    conversation: ConversationRef
+    item_id: str
+    seq: int
+    action: str
+    target: str
+    message_id: str | None = None
+    author_id: str | None = None
+    author_name: str | None = None
+    received_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

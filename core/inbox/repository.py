@@ -15,7 +15,7 @@ from sqlalchemy import Connection, and_, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from core.bindings.records import ConversationRef
-from core.inbox.records import FileRef, InboxMessage
+from core.inbox.records import FileRef, InboxMessage, InboxPress
 from core.store.tables import InboxCursorRow, InboxRow, table_of
 
 __all__ = [
@@ -25,7 +25,9 @@ __all__ = [
     "note_failure",
     "pending",
     "pending_conversations",
+    "pending_presses",
     "record_message",
+    "record_press",
 ]
 
 _I = table_of(InboxRow)
@@ -108,6 +110,63 @@ def record_message(
         select(_I.c.status).where(*_key(message.conversation, message.item_id))
     ).scalar()
     return str(status) if status is not None else "pending"
+
+
+def record_press(conn: Connection, press: InboxPress, now: datetime) -> bool:
+    """Insert the press unless its id is known; True when it is new."""
+    ref = press.conversation
+    row = {
+        "channel": ref.channel,
+        "account_id": ref.account_id,
+        "item_id": press.item_id,
+        "kind": "press",
+        "conversation_id": ref.conversation_id,
+        "parent_conversation_id": ref.parent_conversation_id,
+        "seq": press.seq,
+        "author_id": press.author_id,
+        "author_name": (press.author_name or "")[:200] or None,
+        "body": {"action": press.action, "target": press.target, "message_id": press.message_id},
+        "source": "live",
+        "status": "pending",
+        "attempts": 0,
+        "notified": False,
+        "received_at": press.received_at or now,
+    }
+    inserted = conn.execute(_INSERTS[conn.dialect.name](_I).values(**row).on_conflict_do_nothing())
+    return bool(inserted.rowcount == 1)
+
+
+def pending_presses(conn: Connection, channel: str, account_id: str) -> list[InboxPress]:
+    """Presses recorded but never finished: a process died while acting on them."""
+    rows = conn.execute(
+        select(_I)
+        .where(
+            _I.c.channel == channel,
+            _I.c.account_id == account_id,
+            _I.c.kind == "press",
+            _I.c.status == "pending",
+        )
+        .order_by(_I.c.seq)
+    )
+    return [
+        InboxPress(
+            conversation=ConversationRef(
+                channel=row.channel,
+                account_id=row.account_id,
+                conversation_id=row.conversation_id,
+                parent_conversation_id=row.parent_conversation_id,
+            ),
+            item_id=row.item_id,
+            seq=int(row.seq),
+            action=str(row.body.get("action")),
+            target=str(row.body.get("target")),
+            message_id=row.body.get("message_id"),
+            author_id=row.author_id,
+            author_name=row.author_name,
+            received_at=row.received_at,
+        )
+        for row in rows
+    ]
 
 
 def _key(ref: ConversationRef, item_id: str) -> tuple[Any, ...]:

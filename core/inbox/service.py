@@ -35,7 +35,7 @@ from core.errors import ThreadboundError
 from core.inbound import InboundRouter
 from core.inbox import repository
 from core.inbox.files import FileUnavailable, read_files, unreadable_note
-from core.inbox.records import FileRef, InboxMessage, Outcome
+from core.inbox.records import FileRef, InboxMessage, InboxPress, Outcome
 from core.logging import get_logger, redact_text
 from core.registry import PerAccount
 from core.runtime import SessionBusy
@@ -134,6 +134,28 @@ class Inbox:
         """Record without handing over (a catch-up's reading); False when known already."""
         known = await self._db.run(repository.record_message, message, self.clock.now())
         return known is None
+
+    # -- button presses --------------------------------------------------------------
+
+    async def record_press(self, press: InboxPress) -> bool:
+        """Record a press before it acts; False when this very press was recorded before
+        (a repeat: it must not act twice)."""
+        fresh: bool = await self._db.run(repository.record_press, press, self.clock.now())
+        return fresh
+
+    async def finish_press(self, press: InboxPress, status: str = "done") -> None:
+        """The press has acted (``done``), failed and said so (``failed``), or was closed
+        after a restart (``interrupted``)."""
+        await self._db.run(
+            repository.mark, press.conversation, press.item_id, status, self.clock.now()
+        )
+
+    async def pending_presses(self, channel: str, account_id: str) -> list[InboxPress]:
+        """Presses a process died acting on, oldest first."""
+        found: list[InboxPress] = await self._db.run(
+            repository.pending_presses, channel, account_id
+        )
+        return found
 
     # -- holding while a conversation is caught up -----------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from core.errors import ConfigError
+from core.inbox import InboxPress
 from core.providers.scripted import Step
 from core.providers.types import ChatMessage, ToolCall
 from fakediscord.models import Message
@@ -383,6 +384,40 @@ class TestApprovals:
         assert "turn_interrupted" not in types
         requests = [m for m in second.fake.messages_in(thread) if buttons(m) or "🔐" in m.content]
         assert len(requests) == 1  # the restarted bot found its request, did not ask again
+
+    async def test_a_press_a_killed_process_was_recording_counts_after_the_restart(
+        self, start_bot: StartBot
+    ) -> None:
+        """Allow was pressed and recorded, and the process died before the decision: the
+        next start applies it (a person's decision is not lost to a crash)."""
+        first, key, thread = await waiting_for_approval(start_bot)
+        message = await approval_message(first, thread)
+        agent = await first.services.runtime.get(key)
+        (request,) = [e for e in agent.tree.events if e.type == "approval.requested"]
+        await first.client.close()
+        await first.services.inbox.record_press(
+            InboxPress(
+                conversation=first.binding().conversation,
+                item_id="1",
+                seq=1,
+                action="approval:allow",
+                target=request.node_id,
+                message_id=str(message.id),
+                author_id=str(first.world.alice.id),
+                author_name="alice",
+            )
+        )
+        await first.services.close()
+
+        second = await start_bot(
+            call_then_answer(CONVERT, "Converted after the restart."),
+            mcp_servers={"clock": APPROVE_CONVERT},
+            agent_settings={"tools": ["mcp:clock"]},
+        )
+        await edited_to(second, thread, message.id, "allowed by alice")
+        await settle(second, key)
+        assert json.loads(tool_result(second, "t2"))["target"]["timezone"] == "Asia/Tokyo"
+        assert await second.services.inbox.pending_presses("discord", "default") == []
 
 
 class TestStartUp:
