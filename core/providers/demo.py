@@ -118,16 +118,27 @@ def _offered(tools: frozenset[str], suffix: str) -> str | None:
 
 
 def _current_turn(messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
-    """Messages since the last final answer (an assistant message without tool calls).
+    """Messages of the running turn: from the people's words that opened it.
 
-    That is where the running turn began: its first user message(s) are the task
-    or the follow-up, later user messages are steers injected between steps.
+    A turn opens with one or more plain user messages (the task, a follow-up);
+    a steer inside it comes wrapped in ``<steering>``. Counting from the last
+    final answer instead would carry over the steps of a turn a restart cut
+    off (it has no final answer) into the next one.
     """
-    start = 0
-    for index, message in enumerate(messages):
-        if message.role == "assistant" and not message.tool_calls:
-            start = index + 1
+    start = None
+    for index in range(len(messages) - 1, -1, -1):
+        if _opens_turn(messages[index]):
+            start = index
+            while start > 0 and _opens_turn(messages[start - 1]):
+                start -= 1
+            break
+    if start is None:  # no words of a person at all: everything is this turn
+        return messages
     return messages[start:]
+
+
+def _opens_turn(message: ChatMessage) -> bool:
+    return message.role == "user" and _steering_text(message) is None
 
 
 def plan_reply(

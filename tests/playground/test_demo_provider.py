@@ -52,6 +52,14 @@ class TestPlan:
         assert "“map the moon”" in plan.text
         assert "Step 1/3" in plan.text
 
+    def test_a_turn_after_one_a_restart_cut_off_starts_at_step_one(self) -> None:
+        """The cut-off turn has no final answer; its steps are not the next turn's."""
+        cut_off = [user("write the brief"), *step(1), *step(2)]
+        plan = plan_reply([*cut_off, user("hello again")], steps=3, can_sleep=True)
+        assert plan.step == 1
+        assert "Step 1/3" in plan.text
+        assert "“hello again”" in plan.text
+
     def test_after_all_steps_the_final_answer_quotes_the_task(self) -> None:
         messages = [user("map the moon"), *step(1), *step(2)]
         plan = plan_reply(messages, steps=2, can_sleep=True)
