@@ -1,0 +1,268 @@
+"""Nothing said to the bot is lost across a real ``kill -9`` or SIGTERM of ``python -m bot``.
+
+The bot runs as a process of its own (``tests/fixtures/shard_processes.py``):
+killed, it does no clean-up at all. Each test checks what a person in the
+thread sees after the restart: a message written right after it is answered
+at once (the dead process's leases are taken over, not waited out); messages
+written while the bot was down are answered, in order, once, and a second
+restart answers nothing twice; a turn or a brief the stop cut off is closed
+visibly, and the next turn starts clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.handoffs.brief import BRIEF_CUT_OFF, BRIEF_STOPPED
+from fakediscord import FakeDiscord
+from fakediscord.models import Message
+from tests.fixtures.shard_processes import (
+    ANSWER,
+    BotProcess,
+    ShardWorld,
+    TaskLLM,
+    announcements,
+    shard_world,
+    wait_until,
+)
+from tests.fixtures.stores import PG_URL, pg_schema, require_postgres
+
+LONG_LEASE = 600.0
+"""Longer than any test: a lease of the dead process that is taken over was proved dead."""
+OFFLINE = "📬 While the bot was offline"
+BRIEF_PROMPT = "Write the brief for"
+AGENTS = """
+[agents.scout]
+display_name = "Scout"
+handoff_to = ["writer"]
+[agents.writer]
+display_name = "Writer"
+user_startable = false
+"""
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[ShardWorld]:
+    async with TaskLLM() as llm, FakeDiscord(wait_timeout=60) as fake:
+        built = await shard_world(fake, llm, tmp_path)
+        try:
+            yield built
+        finally:
+            await built.stop_all()
+
+
+def sqlite_store(world: ShardWorld) -> dict[str, Any]:
+    return {"url": f"sqlite:///{world.tmp / 'bot.db'}", "lease_seconds": LONG_LEASE}
+
+
+def one_process(world: ShardWorld, store: dict[str, Any], extra: str = "") -> str:
+    return world.config(store, shard_ids=None, shard_count=None, extra=extra)
+
+
+async def session_thread(world: ShardWorld, task: str, **options: str) -> int:
+    """A session-mode subagent's thread, once its task is announced there."""
+    handle = await world.fake.invoke_command(
+        world.guilds[0],
+        world.channels[0],
+        world.members[0],
+        "agents spawn",
+        {"task": task, "mode": "session", **options},
+    )
+    async with asyncio.timeout(60):
+        (followup,) = await handle.wait_followups(1)
+    thread = int(str(followup.body["content"]).split("<#", 1)[1].split(">", 1)[0])
+    await wait_until(world.fake, lambda: True if announcements(world.fake, thread) else None)
+    return thread
+
+
+def answers_after(fake: FakeDiscord, thread: int, message_id: int) -> list[Message]:
+    """The agent's answers in the thread after a given message."""
+    return [
+        m
+        for m in fake.messages_in(thread)
+        if m.id > message_id and m.webhook_id is not None and ANSWER in m.content
+    ]
+
+
+async def answered(world: ShardWorld, thread: int, message_id: int) -> Message:
+    def probe() -> Message | None:
+        found = answers_after(world.fake, thread, message_id)
+        return found[0] if found else None
+
+    return await wait_until(world.fake, probe)
+
+
+def people_in_requests(llm: TaskLLM) -> list[list[str]]:
+    """Per model request, the user messages it carried."""
+    return [
+        [str(m.get("content")) for m in r.json.get("messages", []) if m["role"] == "user"]
+        for r in llm.requests
+    ]
+
+
+async def stop(process: BotProcess, how: str) -> None:
+    """``kill`` (-9), ``term`` (SIGTERM) or ``int`` (SIGINT, Ctrl-C)."""
+    if how == "kill":
+        await process.kill()
+    else:
+        assert await process.stop(signal.SIGINT if how == "int" else signal.SIGTERM) == 0
+
+
+class TestARestart:
+    async def test_after_kill_9_a_message_is_answered_at_once(self, world: ShardWorld) -> None:
+        """SQLite: the file lock proves the predecessor dead; its lease is not waited out."""
+        bot = await world.run("bot", one_process(world, sqlite_store(world)), [0])
+        thread = await session_thread(world, "say hello")
+        await bot.kill()
+        await world.restart(bot, [0])
+        said = await world.fake.user_says(thread, world.members[0], "are you back?")
+        await answered(world, thread, said.id)
+        assert people_in_requests(world.llm)[-1][-1] == "are you back?"
+
+    @pytest.mark.postgres
+    async def test_after_kill_9_a_message_is_answered_at_once_on_postgresql(
+        self, world: ShardWorld
+    ) -> None:
+        """PostgreSQL: the dead process's advisory lock died with its connection."""
+        await require_postgres()
+        async with pg_schema() as schema:
+            store = {"url": PG_URL, "schema": schema, "lease_seconds": LONG_LEASE}
+            bot = await world.run("bot", one_process(world, store), [0])
+            thread = await session_thread(world, "say hello")
+            await bot.kill()
+            await world.restart(bot, [0])
+            said = await world.fake.user_says(thread, world.members[0], "are you back?")
+            await answered(world, thread, said.id)
+            await world.stop_all()
+
+    @pytest.mark.parametrize("how", ["kill", "term"])
+    async def test_messages_written_while_down_are_answered_in_order_once(
+        self, world: ShardWorld, how: str
+    ) -> None:
+        config = one_process(world, sqlite_store(world))
+        bot = await world.run("bot", config, [0])
+        thread = await session_thread(world, "say hello")
+        await stop(bot, how)
+        alice = world.members[0]
+        first = await world.fake.user_says(thread, alice, "first while you were away")
+        await world.fake.user_says(thread, alice, "second while you were away")
+
+        await world.restart(bot, [0])
+        await answered(world, thread, first.id)
+
+        def both_given() -> bool | None:
+            latest = people_in_requests(world.llm)[-1]
+            return True if latest[-1].endswith("second while you were away") else None
+
+        await wait_until(world.fake, both_given)
+        latest = people_in_requests(world.llm)[-1]
+        away = [text for text in latest if "while you were away" in text]
+        assert len(away) == 2
+        assert away[0] == "first while you were away"
+        assert away[1].endswith("second while you were away")  # a steer comes tagged
+        notices = [m.content for m in world.fake.messages_in(thread) if OFFLINE in m.content]
+        assert len(notices) == 1
+        assert notices[0].startswith(f"{OFFLINE}, 2 messages were written here")
+
+        # A second restart answers nothing twice: a new message, held until the thread's
+        # catch-up is over, is the only new words the model gets.
+        asked = len(world.llm.requests)
+        await stop(bot, how)
+        await world.restart(bot, [0])
+        again = await world.fake.user_says(thread, alice, "and now?")
+        await answered(world, thread, again.id)
+        new_words = {text for request in people_in_requests(world.llm)[asked:] for text in request}
+        assert not any("while you were away" in text for text in new_words - set(latest))
+        assert [r[-1] for r in people_in_requests(world.llm)[asked:]][-1] == "and now?"
+        assert len([m for m in world.fake.messages_in(thread) if OFFLINE in m.content]) == 1
+
+    async def test_a_turn_cut_off_by_kill_9_is_closed_visibly_and_the_next_starts_clean(
+        self, world: ShardWorld
+    ) -> None:
+        bot = await world.run("bot", one_process(world, sqlite_store(world)), [0])
+        thread = await session_thread(world, "say hello")
+        await world.fake.user_says(thread, world.members[0], "HOLD: think about it")
+        await wait_until(world.fake, lambda: True if world.llm.held >= 1 else None)
+        await bot.kill()
+
+        await world.restart(bot, [0])
+        notice = await wait_until(
+            world.fake,
+            lambda: next(
+                (m for m in world.fake.messages_in(thread) if "stopped unexpectedly" in m.content),
+                None,
+            ),
+        )
+        assert "Send a message to carry on." in notice.content
+        said = await world.fake.user_says(thread, world.members[0], "hello again")
+        await answered(world, thread, said.id)
+        assert people_in_requests(world.llm)[-1][-1] == "hello again"
+
+
+class TestABriefCutOff:
+    @pytest.mark.parametrize("how", ["kill", "term", "int"])
+    async def test_the_brief_message_says_so_and_offers_the_button_again(
+        self, world: ShardWorld, how: str
+    ) -> None:
+        world.llm.hold_words = (BRIEF_PROMPT,)
+        bot = await world.run("bot", one_process(world, sqlite_store(world), AGENTS), [0])
+        thread = await session_thread(world, "plan a trip", agent="scout")
+        button = await wait_until(world.fake, lambda: brief_button(world.fake, thread))
+        custom_id = _brief_id(button)
+        await world.fake.click_button(button, custom_id, world.members[0])
+        await wait_until(world.fake, lambda: True if world.llm.held >= 1 else None)
+
+        await stop(bot, how)
+        if how != "kill":
+            assert world.fake.message(button.id).content == BRIEF_STOPPED
+            assert "Session is closed" not in bot.output()
+            assert "Traceback" not in bot.output()
+        await world.restart(bot, [0])
+        wanted = BRIEF_CUT_OFF if how == "kill" else BRIEF_STOPPED
+        shown = await wait_until(
+            world.fake,
+            lambda: (
+                world.fake.message(button.id)
+                if world.fake.message(button.id).content == wanted
+                else None
+            ),
+        )
+        assert not _components(shown)[custom_id].get("disabled")
+
+        world.llm.release()
+        await world.fake.click_button(shown, custom_id, world.members[0])
+        await wait_until(
+            world.fake,
+            lambda: next(
+                (m for m in world.fake.messages_in(thread) if "offers a handoff" in m.content),
+                None,
+            ),
+        )
+
+
+def brief_button(fake: FakeDiscord, thread: int) -> Message | None:
+    return next((m for m in fake.messages_in(thread) if _brief_ids(m)), None)
+
+
+def _components(message: Message) -> dict[str, dict[str, Any]]:
+    return {
+        item["custom_id"]: item
+        for row in message.components
+        for item in row.get("components") or ()
+        if item.get("custom_id")
+    }
+
+
+def _brief_ids(message: Message) -> list[str]:
+    return [cid for cid in _components(message) if cid.startswith("tb:brief:")]
+
+
+def _brief_id(message: Message) -> str:
+    (custom_id,) = _brief_ids(message)
+    return custom_id
