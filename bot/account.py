@@ -61,6 +61,7 @@ class AccountRuntime:
             services.inbox,
             services.bindings,
             allow_bots=services.config.discord.allow_bots,
+            in_background=self.run_in_background,
         )
         services.inbox.channels.register(self.inbox, replace=True)
         self.catch_up = CatchUp(

@@ -248,10 +248,9 @@ class CatchUp:
         self, binding: SessionBindingRecord, people: Sequence[discord.Message]
     ) -> list[discord.Message]:
         """Take people's messages into the inbox; those it knew already are left out."""
-        recorded = []
-        for message in people:
-            if await self._inbox.record(inbox_message(self.account_id, message, source="catch_up")):
-                recorded.append(message)
+        items = {str(m.id): inbox_message(self.account_id, m, source="catch_up") for m in people}
+        fresh = {item.item_id for item in await self._inbox.record(list(items.values()))}
+        recorded = [m for m in people if str(m.id) in fresh]
         if recorded:
             _log.info("catch_up.recorded", binding_id=binding.binding_id, messages=len(recorded))
         return recorded

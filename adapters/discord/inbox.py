@@ -19,7 +19,8 @@ moves the thread's read cursor, so a restart reads back only what is newer.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
 
 import aiohttp
 import discord
@@ -90,8 +91,10 @@ class DiscordInbox:
         bindings: SessionBindingService,
         *,
         allow_bots: bool = False,
+        in_background: Callable[[Coroutine[Any, Any, Any]], object] | None = None,
     ) -> None:
         self.account_id = account_id
+        self._in_background = in_background
         self._client = client
         self._inbox = inbox
         self._bindings = bindings
@@ -147,9 +150,21 @@ class DiscordInbox:
             ) from exc
 
     async def acknowledge(self, message: InboxMessage, outcome: Outcome, /) -> None:
-        """Show on the message what became of it (a command answers for itself)."""
+        """Show on the message what became of it (a command answers for itself).
+
+        The reactions and replies go out in the background (the account's drain
+        waits for them): the next message of the conversation is not held back
+        by a round trip to Discord.
+        """
         if message.source == "command":
             return
+        work = self._show(message, outcome)
+        if self._in_background is None:
+            await work
+        else:
+            self._in_background(work)
+
+    async def _show(self, message: InboxMessage, outcome: Outcome) -> None:
         kind = outcome.kind
         if kind == "delivered":
             mode = outcome.mode or "steer"

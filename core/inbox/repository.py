@@ -22,11 +22,13 @@ __all__ = [
     "advance_cursors",
     "cursors",
     "mark",
+    "mark_many",
     "note_failure",
     "pending",
     "pending_conversations",
     "pending_presses",
     "record_message",
+    "record_messages",
     "record_press",
 ]
 
@@ -110,6 +112,21 @@ def record_message(
         select(_I.c.status).where(*_key(message.conversation, message.item_id))
     ).scalar()
     return str(status) if status is not None else "pending"
+
+
+def record_messages(
+    conn: Connection, messages: list[InboxMessage], now: datetime
+) -> list[InboxMessage]:
+    """Insert each message unless its id is known; the ones that were new."""
+    insert = _INSERTS[conn.dialect.name]
+    return [
+        message
+        for message in messages
+        if conn.execute(
+            insert(_I).values(**_message_row(message, now)).on_conflict_do_nothing()
+        ).rowcount
+        == 1
+    ]
 
 
 def record_press(conn: Connection, press: InboxPress, now: datetime) -> bool:
@@ -217,6 +234,23 @@ def mark(conn: Connection, ref: ConversationRef, item_id: str, status: str, now:
     conn.execute(
         update(_I).where(*_key(ref, item_id)).values(status=status, done_at=now, attempted_at=now)
     )
+
+
+def mark_many(
+    conn: Connection, ref: ConversationRef, statuses: Mapping[str, str], now: datetime
+) -> None:
+    """:func:`mark` for several messages of one conversation, in one go."""
+    for status in set(statuses.values()):
+        ids = [item_id for item_id, wanted in statuses.items() if wanted == status]
+        conn.execute(
+            update(_I)
+            .where(
+                _I.c.channel == ref.channel,
+                _I.c.account_id == ref.account_id,
+                _I.c.item_id.in_(ids),
+            )
+            .values(status=status, done_at=now, attempted_at=now)
+        )
 
 
 def note_failure(

@@ -23,7 +23,7 @@ written first is handed over first.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Protocol
 
@@ -130,10 +130,13 @@ class Inbox:
                 del self._waiting[message.item_id]
         return waiting.result() if waiting.done() else Outcome("held")
 
-    async def record(self, message: InboxMessage) -> bool:
-        """Record without handing over (a catch-up's reading); False when known already."""
-        known = await self._db.run(repository.record_message, message, self.clock.now())
-        return known is None
+    async def record(self, messages: Sequence[InboxMessage]) -> list[InboxMessage]:
+        """Record without handing over (a catch-up's reading), in one write; returns the
+        ones that were new (a message known already is left out)."""
+        fresh: list[InboxMessage] = await self._db.run(
+            repository.record_messages, list(messages), self.clock.now()
+        )
+        return fresh
 
     # -- button presses --------------------------------------------------------------
 
@@ -211,10 +214,23 @@ class Inbox:
 
     async def _deliver_pending(self, conversation: ConversationRef) -> dict[str, Outcome]:
         outcomes: dict[str, Outcome] = {}
+        closed: dict[str, str] = {}
+        try:
+            await self._deliver_each(conversation, outcomes, closed)
+        finally:
+            # One write for the lot: until it lands a message only looks pending, and
+            # the session's log (which holds its id) keeps it from being given twice.
+            if closed:
+                await self._db.run(repository.mark_many, conversation, closed, self.clock.now())
+        return outcomes
+
+    async def _deliver_each(
+        self, conversation: ConversationRef, outcomes: dict[str, Outcome], closed: dict[str, str]
+    ) -> None:
         blocked: Outcome | None = None
         for message in await self._db.run(repository.pending, conversation):
             if blocked is None:
-                outcome = await self._hand_over(message)
+                outcome = await self._hand_over(message, closed)
                 if outcome.kind in ("busy", "failed"):
                     blocked = outcome
             else:  # waits behind an earlier message: the same story, told once
@@ -225,18 +241,17 @@ class Inbox:
             outcomes[message.item_id] = outcome
             self._settle(message, outcome)
             await self._acknowledge(message, outcome)
-        return outcomes
 
-    async def _hand_over(self, message: InboxMessage) -> Outcome:
+    async def _hand_over(self, message: InboxMessage, closed: dict[str, str]) -> Outcome:
         """One attempt to put ``message`` in its session's log."""
         try:
             route = await self._router.route(message.conversation)
             if route is None:  # unbound since: nobody to give it to
-                await self._mark(message, "dropped")
+                closed[message.item_id] = "dropped"
                 return Outcome("dropped")
             agent = route.agent
             if agent.tree.holds_inbound(message.item_id):  # in the log before a crash
-                await self._mark(message, "done")
+                closed[message.item_id] = "done"
                 return Outcome("duplicate")
             channel = self._channel_of(message)
             files = await read_files(
@@ -253,7 +268,7 @@ class Inbox:
                 text = f"{text}\n\n{unreadable_note(files.unreadable)}".strip()
             refused = tuple(files.refused)
             if not text.strip() and not files.accepted:
-                await self._mark(message, "done")
+                closed[message.item_id] = "done"
                 return Outcome("empty", refused=refused)
             result = await self._router.submit(
                 route,
@@ -265,7 +280,7 @@ class Inbox:
                 inbound_id=message.item_id,
             )
             await result.submission.wait_recorded()
-            await self._mark(message, "done")
+            closed[message.item_id] = "done"
         except SessionBusy as exc:
             _log.info(
                 "inbox.busy_elsewhere",
@@ -287,11 +302,6 @@ class Inbox:
             return Outcome("failed", reason=reason, tell=not message.notified)
         return Outcome(
             "delivered", mode=result.mode, started=not result.submission.queued, refused=refused
-        )
-
-    async def _mark(self, message: InboxMessage, status: str) -> None:
-        await self._db.run(
-            repository.mark, message.conversation, message.item_id, status, self.clock.now()
         )
 
     async def _note_failure(self, message: InboxMessage, reason: str) -> None:

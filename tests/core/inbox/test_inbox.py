@@ -253,9 +253,13 @@ class TestHolding:
         w.inbox.hold([THREAD])
         live = await w.inbox.receive(message(30, "written after the restart"))
         assert live.kind == "held"
-        assert await w.inbox.record(message(10, "written while down", source="catch_up"))
-        assert await w.inbox.record(message(20, "also while down", source="catch_up"))
-        assert not await w.inbox.record(message(30, "written after the restart"))  # known
+        read_back = [
+            message(10, "written while down", source="catch_up"),
+            message(20, "also while down", source="catch_up"),
+            message(30, "written after the restart"),  # known already
+        ]
+        fresh = await w.inbox.record(read_back)
+        assert [m.item_id for m in fresh] == ["10", "20"]
         outcomes = await w.inbox.release(THREAD)
         assert list(outcomes) == ["10", "20", "30"]
         texts = [text for text, _ in await w.said()]
