@@ -141,6 +141,33 @@ async def test_bad_commands_are_explained(
     assert "not one of the playground's users" in error["error"]
 
 
+async def test_the_config_example_in_help_works_as_typed(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """/help shows a /config example; typed as it reads, it switches the flag."""
+    playground = await start_playground()
+    page, general, _ = await opened(http, playground, "general")
+    snapshot = await page.get("/api/state")
+    (entry,) = [e for e in snapshot["commands"] if e["usage"].startswith("/config set ")]
+    example = "/config set key:spawnSubagentSessions value:on"
+    assert entry["description"].endswith("e.g. key:spawnSubagentSessions value:on")
+    admin = next(u["id"] for u in snapshot["users"] if u["name"] == "admin")
+    body = {"channel_id": general, "user_id": admin, "text": example.removesuffix(":on") + ":off"}
+    await page.post("/api/command", body)
+
+    def answer() -> str | None:
+        shown = playground.fake.state.messages_in(int(general), include_ephemeral=True)
+        replies = [m.content for m in shown if "set to" in m.content]
+        return replies[0] if replies else None
+
+    reply = await until(playground, answer, "the /config answer")
+    assert reply == (
+        "`channels.discord.threadBindings.spawnSubagentSessions` set to `off` (was `on`) "
+        "in this server."
+    )
+    assert not playground.services.overrides.spawns_threads(str(playground.world.guild_id))
+
+
 async def test_events_name_the_changed_channel(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
