@@ -18,10 +18,11 @@ from discord import app_commands
 from bot.account import AccountRuntime
 from bot.commands.bound import binding_for
 from core.agent.agent import Agent, AgentBusy
+from core.agent.compaction import Compacted, NotCompacted
 from core.errors import ProviderError
 from core.sessions.snapshot import UsageTotals
 
-__all__ = ["session_model_commands", "usage_text"]
+__all__ = ["compact_text", "session_model_commands", "usage_text"]
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
@@ -40,6 +41,22 @@ def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) ->
         "at the last model call",
     ]
     return "\n".join(lines)
+
+
+def compact_text(done: Compacted | NotCompacted) -> str:
+    """The answer to ``/compact``: the tokens before → after, or why nothing changed."""
+    if isinstance(done, Compacted):
+        return f"Compacted: {done.tokens_before:,} → {done.tokens_after:,} tokens."
+    if done.reason == "too-little":
+        return (
+            f"Nothing worth compacting yet ({done.tokens:,} tokens): the older conversation is "
+            "too short for a summary to save anything. The session is unchanged."
+        )
+    return (
+        f"Nothing compacted: the summary ({done.with_summary:,} tokens with it) was not "
+        f"shorter than the conversation it would replace ({done.tokens:,} tokens), so it "
+        "was dropped. The session is unchanged."
+    )
 
 
 def session_model_commands(account: AccountRuntime) -> list[app_commands.Command]:
@@ -132,10 +149,6 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
                 f"Could not compact: {exc}"[:2000], allowed_mentions=_NO_MENTIONS
             )
             return
-        if done is None:
-            text = "There is too little conversation to compact yet."
-        else:
-            text = f"Compacted: {done.tokens_before:,} → {done.tokens_after:,} tokens."
-        await interaction.followup.send(text, allowed_mentions=_NO_MENTIONS)
+        await interaction.followup.send(compact_text(done), allowed_mentions=_NO_MENTIONS)
 
     return [usage, model, compact]

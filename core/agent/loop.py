@@ -41,6 +41,7 @@ from core.agent.compaction import (
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
+    Compacted,
     SteeringInjected,
     TextDelta,
     ToolFinished,
@@ -351,9 +352,10 @@ async def _compacted(
     host: LoopHost, turn_id: str, reason: Literal["threshold", "overflow"]
 ) -> bool:
     done = await compact(host, turn_id=turn_id, reason=reason)
-    if done is not None:
+    if isinstance(done, Compacted):
         host.emit(done)
-    return done is not None
+        return True
+    return False
 
 
 async def _run_tool(host: LoopHost, turn_id: str, step: int, call: ToolCall) -> None:
