@@ -143,11 +143,12 @@ async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[st
             )
             usage = agent.tree.total_usage
             tokens, cost = usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
+            approx = "≈" if usage.estimated else ""  # the bot counted what the server did not
             window = agent.model_info.context_window
             context = f", context {usage.last_prompt_tokens / window:.0%}" if window else ""
         else:
-            tokens, cost, context = record.tokens, record.cost_usd, ""
-        parts.append(f"{tokens} tokens" + (f", ${cost:.4f}" if cost else "") + context)
+            tokens, cost, context, approx = record.tokens, record.cost_usd, "", ""
+        parts.append(f"{approx}{tokens} tokens" + (f", ${cost:.4f}" if cost else "") + context)
         lines.append(" · ".join(parts))
         if len(lines) >= limit:
             lines.append("… and more (newest first)")

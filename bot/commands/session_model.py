@@ -29,13 +29,26 @@ AUTOCOMPLETE_LIMIT: Final = 25
 
 
 def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) -> str:
-    """Tokens in (cached) and out, cost, and how full the context was at the last call."""
+    """Tokens in (cached) and out, cost, and how full the context was at the last call.
+
+    Counts the bot estimated (the model server reported none) are marked ``≈``.
+    """
     cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
-    estimated = " (estimated: the server reported none)" if usage.estimated else ""
+    approx = "≈" if usage.estimated else ""
+    estimated = (
+        " (≈: estimated by the bot at four characters a token, where the model server "
+        "did not count)"
+        if usage.estimated
+        else ""
+    )
     share = usage.last_prompt_tokens / context_window if context_window else 0.0
+    tokens = (
+        f"Tokens: {approx}{usage.prompt_tokens:,} in{cached} · "
+        f"{approx}{usage.completion_tokens:,} out{estimated}"
+    )
     lines = [
         "**Usage of this session**" + (f" · model `{model}`" if model else ""),
-        f"Tokens: {usage.prompt_tokens:,} in{cached} · {usage.completion_tokens:,} out{estimated}",
+        tokens,
         f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd else "Cost: unknown (no prices set)",
         f"Context: {usage.last_prompt_tokens:,} of {context_window:,} tokens ({share:.0%}) "
         "at the last model call",

@@ -37,6 +37,7 @@ from core.agent.events import Compacted
 from core.agent.messages import readable, summary_message, to_message
 from core.agent.usage import (
     ModelInfo,
+    counted,
     estimate_message,
     estimate_prompt,
     estimate_text,
@@ -210,10 +211,10 @@ async def _summarise(
             elif isinstance(event, StreamDone):
                 done = event
     text = "".join(parts).strip()
-    if done.usage is not None:
-        return text, done.usage, False
-    estimate = Usage(prompt_tokens=estimate_prompt(messages), completion_tokens=estimate_text(text))
-    return text, estimate, True
+    usage, estimated = counted(
+        done.usage, prompt=estimate_prompt(messages), answer=estimate_text(text)
+    )
+    return text, usage, estimated
 
 
 async def compact(

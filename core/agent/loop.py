@@ -53,7 +53,7 @@ from core.agent.events import (
 from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
 from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
-from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, usage_payload
+from core.agent.usage import ModelInfo, counted, estimate_prompt, estimate_text, usage_payload
 from core.attachments import AttachmentRecord
 from core.errors import ProviderError
 from core.providers.types import (
@@ -63,7 +63,6 @@ from core.providers.types import (
     ToolCall,
     ToolCallReady,
     ToolSpec,
-    Usage,
 )
 from core.providers.types import TextDelta as ProviderText
 from core.sessions.events import DeliveryMode, SessionEvent
@@ -299,13 +298,9 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
             ) from again
     calls = _unique_ids(calls, turn_id, step)
     text = "".join(parts)
-    usage, estimated = done.usage, False
-    if usage is None:  # the server said nothing: count as documented in core.agent.usage
-        answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
-        usage, estimated = (
-            Usage(prompt_tokens=estimate_prompt(messages, specs), completion_tokens=answer),
-            True,
-        )
+    # What the server did not count is estimated, as documented in core.agent.usage.
+    answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
+    usage, estimated = counted(done.usage, prompt=estimate_prompt(messages, specs), answer=answer)
     items: list[AppendItem] = [
         as_item(
             AssistantMessagePayload(

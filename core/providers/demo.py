@@ -43,7 +43,6 @@ from core.providers.types import (
     ToolCall,
     ToolCallReady,
     ToolSpec,
-    Usage,
 )
 
 __all__ = ["LABEL", "DemoPlan", "DemoProvider", "plan_reply"]
@@ -237,13 +236,14 @@ class DemoProvider:
         for start in range(0, len(plan.text), self.chunk_chars):
             yield TextDelta(text=plan.text[start : start + self.chunk_chars])
             await asyncio.sleep(self.chunk_delay)
-        usage = Usage(prompt_tokens=sum(len(m.content or "") for m in messages) // 4)
+        # No usage: the demo has no tokenizer, so the bot estimates both counts and
+        # marks them estimated, as for any server that reports none.
         if plan.sleep or plan.tool is not None:
             name, arguments = plan.tool or "sleep", plan.arguments
             if plan.tool is None:
                 arguments = json.dumps({"seconds": self.sleep_seconds})
             call = ToolCall(id=f"demo_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments)
             yield ToolCallReady(call=call)
-            yield StreamDone(finish_reason="tool_calls", usage=usage)
+            yield StreamDone(finish_reason="tool_calls")
             return
-        yield StreamDone(finish_reason="stop", usage=usage)
+        yield StreamDone(finish_reason="stop")

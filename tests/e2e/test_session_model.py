@@ -53,7 +53,7 @@ async def test_usage_shows_tokens_cost_and_context(start_bot: StartBot) -> None:
     assert ephemeral(reply)
     assert text.startswith("**Usage of this session**")
     assert "in · " in text
-    assert "out (estimated: the server reported none)" in text
+    assert "out (≈: estimated by the bot at four characters a token" in text
     assert "Cost: unknown (no prices set)" in text
     assert "of 8,192 tokens" in text  # the first provider's window
 
