@@ -61,8 +61,10 @@ def canary_main(argv: list[str]) -> int:
 
 def run_main(argv: list[str]) -> int:
     from bot.app import run_bot
+    from bot.voice import silence_voice_warnings
 
     args = _run_parser().parse_args(argv)
+    silence_voice_warnings()  # the bot has no voice; nothing else is silenced
     try:
         config = load_config(args.config)
         if args.playground or not _any_token(config):
