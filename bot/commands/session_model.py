@@ -20,9 +20,11 @@ from bot.commands.bound import binding_for
 from core.agent.agent import Agent, AgentBusy
 from core.agent.compaction import Compacted, NotCompacted
 from core.errors import ProviderError
+from core.providers.demo import LABEL as DEMO_LABEL
+from core.providers.demo import DemoProvider
 from core.sessions.snapshot import UsageTotals
 
-__all__ = ["compact_text", "session_model_commands", "usage_text"]
+__all__ = ["compact_text", "model_text", "session_model_commands", "usage_text"]
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
@@ -54,6 +56,20 @@ def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) ->
         "at the last model call",
     ]
     return "\n".join(lines)
+
+
+def model_text(agent: Agent, configured: list[tuple[str, str]]) -> str:
+    """What ``/model`` says answers here: the demo model by name, else the model (the
+    one its provider's table names when the session chose none) and what else there is."""
+    if isinstance(agent.provider, DemoProvider):
+        return (
+            f"This session's model: the built-in demo model (its answers start with "
+            f"`{DEMO_LABEL}`). No provider is configured; add a `[providers.<name>]` table "
+            "to config.toml to talk to a real model."
+        )
+    shown = agent.model or dict(configured).get(agent.provider.name) or "the provider's default"
+    offered = ", ".join(f"`{p}:{m}`" for p, m in configured) or "none configured"
+    return f"This session's model: `{shown}`. Configured: {offered}."
 
 
 def compact_text(done: Compacted | NotCompacted) -> str:
@@ -101,10 +117,8 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
             return
         factory = services.agent_factory
         if name is None:
-            shown = agent.model or "the provider's default"
-            offered = ", ".join(f"`{p}:{m}`" for p, m in factory.models()) or "none configured"
             await interaction.response.send_message(
-                f"This session's model: `{shown}`. Configured: {offered}.", ephemeral=True
+                model_text(agent, factory.models()), ephemeral=True
             )
             return
         provider_name, _, wanted = name.strip().partition(":")

@@ -168,6 +168,33 @@ async def test_the_config_example_in_help_works_as_typed(
     assert not playground.services.overrides.spawns_threads(str(playground.world.guild_id))
 
 
+def ephemeral_reply(playground: Playground, channel: int, needle: str) -> str | None:
+    shown = playground.fake.state.messages_in(channel, include_ephemeral=True)
+    return next((m.content for m in shown if needle in m.content), None)
+
+
+async def test_model_names_the_demo_model(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """Without a provider, /model says the demo model answers, as every answer is labelled."""
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    page, general, alice = await opened(http, playground, "general")
+    body = {"channel_id": general, "user_id": alice}
+    await page.post("/api/command", body | {"text": '/agents spawn task:"hi" mode:session'})
+    thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+    await page.post("/api/command", body | {"channel_id": str(thread), "text": "/model"})
+
+    reply = await until(
+        playground, lambda: ephemeral_reply(playground, thread, "model"), "the /model answer"
+    )
+
+    assert reply.startswith(
+        f"This session's model: the built-in demo model (its answers start with `{LABEL}`)."
+    )
+    assert "the provider's default" not in reply
+    assert "[providers.<name>]" in reply
+
+
 async def test_events_name_the_changed_channel(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
