@@ -254,16 +254,68 @@ async def test_tool_lines_and_approval_buttons_in_the_browser(
     await expect(page.locator('[data-custom-id^="tb:approval:deny:"]')).to_be_visible()
     await expect(page.get_by_text("wants to run")).to_be_visible()
     scout = page.locator('article[data-testid="message"][data-author="Scout"]')
-    await expect(scout.filter(has_text="waiting for approval")).to_be_visible()
+    waiting = scout.filter(has_text="waiting for approval")
+    await expect(waiting).to_be_visible()
+    line = page.locator(
+        f'article[data-message-id="{await waiting.get_attribute("data-message-id")}"]'
+    )
     await shots.take("approval-asked")
 
     await allow.click()
     await expect(page.get_by_text("allowed by alice")).to_be_visible()
     await expect(allow).to_have_count(0)
-    await expect(scout.filter(has_text="✅ ok")).to_be_visible()
-    await expect(scout.filter(has_text="Final answer")).to_be_visible()
+    # the same line, edited in place: its outcome and the tool's answer; no second copy
+    await expect(line).to_contain_text("demo__write_note · text: take a note: buy milk · ✅ ok")
+    await expect(line).to_contain_text("→ note 1 kept: take a note: buy milk")
+    await expect(scout.filter(has_text="waiting for approval")).to_have_count(0)
+    await expect(scout.filter(has_text="demo__write_note · text:")).to_have_count(1)
+    answer = scout.filter(has_text="Final answer")
+    await expect(answer).to_contain_text("demo__write_note answered “note 1 kept: take a note")
     await expect(page.locator("#error")).to_be_hidden()
     await shots.take("approved-and-answered")
+
+
+async def test_a_denied_call_and_a_die_roll_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Deny: the line says so where it was, and the answer says the note was not written.
+    A die roll's line shows what it rolled, and so does the answer."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    _, shots = await scout_thread(start_playground, page, request, "take a note: call mom")
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    waiting = scout.filter(has_text="waiting for approval")
+    await expect(waiting).to_be_visible()
+    line = page.locator(
+        f'article[data-message-id="{await waiting.get_attribute("data-message-id")}"]'
+    )
+    await shots.take("approval-asked")
+
+    await page.locator('[data-custom-id^="tb:approval:deny:"]').click()
+    await expect(page.get_by_text("denied by alice")).to_be_visible()
+    await expect(line).to_contain_text("demo__write_note · text: take a note: call mom · ⛔ denied")
+    await expect(scout.filter(has_text="waiting for approval")).to_have_count(0)
+    answer = scout.filter(has_text="Final answer for “take a note: call mom”")
+    await expect(answer).to_contain_text(
+        "My call to demo__write_note was not run (“denied by alice: the tool was not run”), "
+        "so I left it out."
+    )
+    await expect(page.locator('[data-custom-id^="tb:brief:"]')).to_be_visible()  # turn over
+    await shots.take("denied-and-answered")
+
+    composer = page.get_by_test_id("composer")
+    await composer.fill("now roll for luck")
+    await composer.press("Enter")
+    rolled = scout.filter(
+        has_text=re.compile(r"demo__roll_dice · sides: 20 · ✅ ok → rolled a d20: \d+")
+    )
+    await expect(rolled).to_be_visible()
+    roll = re.search(r"rolled a d20: \d+", await rolled.inner_text())
+    assert roll is not None
+    final = scout.filter(has_text="Final answer for “now roll for luck”")
+    await expect(final).to_contain_text(f"demo__roll_dice answered “{roll.group(0)}”.")
+    await shots.take("die-rolled-and-answered")
 
 
 def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:

@@ -200,3 +200,34 @@ async def test_the_demo_models_answers_are_counted_and_marked_estimated(tmp_path
         assert f"≈{out:,} out (≈: estimated by the bot" in shown
     finally:
         await database.close()
+
+
+def test_the_final_answer_says_what_the_tools_did() -> None:
+    """A die's roll is reported; a denied note is named as not run, not glossed over."""
+    dice = ToolCall(id="d1", name="demo__roll_dice", arguments='{"sides": 20}')
+    note = ToolCall(id="n1", name="demo__write_note", arguments='{"text": "buy milk"}')
+    rolled = [
+        ChatMessage(role="assistant", content="rolling", tool_calls=(dice,)),
+        ChatMessage(
+            role="tool", tool_call_id="d1", name="demo__roll_dice", content="rolled a d20: 17"
+        ),
+    ]
+    denied = [
+        ChatMessage(role="assistant", content="noting", tool_calls=(note,)),
+        ChatMessage(
+            role="tool",
+            tool_call_id="n1",
+            name="demo__write_note",
+            content="denied by alice: the tool was not run",
+        ),
+    ]
+
+    after_roll = plan_reply([user("plan"), *rolled, *step(1)], steps=1, can_sleep=True)
+    after_denial = plan_reply([user("note it"), *denied, *step(1)], steps=1, can_sleep=True)
+
+    assert "`demo__roll_dice` answered “rolled a d20: 17”." in after_roll.text
+    assert (
+        "My call to `demo__write_note` was not run (“denied by alice: the tool was not run”), "
+        "so I left it out."
+    ) in after_denial.text
+    assert "answered" not in after_denial.text
