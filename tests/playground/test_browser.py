@@ -9,6 +9,7 @@ everything else waits with Playwright's auto-waiting expectations, never a sleep
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import re
 import struct
@@ -560,3 +561,94 @@ async def test_component_states_in_the_browser(
     fake.ops.delete_message(fake.message(message.id))
     await expect(article).to_have_count(0)
     await shots.take("deleted-message-gone")
+
+
+LOADED = """ids => Promise.all(ids.map(id => {
+    const img = document.querySelector(`article[data-message-id="${id}"] img`);
+    return img.complete ? null : new Promise(done => img.addEventListener("load", done));
+}))"""
+"""Resolves once each message's picture has loaded (and the page's own handler has run:
+it listens on the way down to the image, before the image's own listeners)."""
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+FROM_BOTTOM = "box => box.scrollHeight - box.scrollTop - box.clientHeight"
+
+
+async def test_a_thread_stays_at_its_bottom_while_its_images_load(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Pictures that load after the thread was drawn keep the view at the newest message,
+    unless the reader scrolled up; a reply sent next lands in view."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    shots = Shots(page, request.node.name)
+    fake, world = playground.fake, playground.world
+    general = next(c for c in fake.state.guild_channels(world.guild_id) if c.name == "general")
+    thread = fake.add_thread(general, "holiday pictures", owner=world.member_ids[0])
+    colours = [(200, 60, 60), (60, 160, 60), (60, 90, 200), (200, 160, 40)]
+    posted = [
+        await fake.user_says(
+            thread,
+            world.member_ids[0],
+            f"picture {n}",
+            files=[(f"p{n}.png", png(300, 300, c), "image/png")],
+        )
+        for n, c in enumerate(colours)
+    ]
+    held: list[Any] = []
+    all_asked, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Any) -> None:  # the pictures arrive when the test says
+        held.append(route)
+        if len(held) == len(posted):
+            all_asked.set()
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/attachments/**", hold)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    await open_page(page, playground.url)
+    await page.locator(f'[data-channel-id="{thread.id}"]').click()
+    await expect(page.get_by_test_id("attachment-image")).to_have_count(len(posted))
+    async with asyncio.timeout(60):
+        await all_asked.wait()
+    box = page.get_by_test_id("messages")
+    await shots.take("drawn-before-the-pictures")
+
+    loading = asyncio.ensure_future(page.evaluate(LOADED, [str(m.id) for m in posted]))
+    release.set()
+    await loading
+    await page.evaluate(NEXT_FRAME)
+    assert await box.evaluate(FROM_BOTTOM) <= 1  # not short of the bottom by the pictures
+    await shots.take("pictures-loaded-at-the-bottom")
+
+    await box.hover()
+    await page.mouse.wheel(0, -5000)
+    await page.wait_for_function("() => document.getElementById('messages').scrollTop === 0")
+    await page.evaluate(NEXT_FRAME)
+    late = await fake.user_says(
+        thread,
+        world.member_ids[0],
+        "one more",
+        files=[("late.png", png(300, 200, (9, 9, 9)), "image/png")],
+    )
+    await expect(page.locator(f'article[data-message-id="{late.id}"] img')).to_have_count(1)
+    await page.evaluate(LOADED, [str(late.id)])
+    await page.evaluate(NEXT_FRAME)
+    assert await box.evaluate("box => box.scrollTop") == 0  # the reader stays where they were
+    await shots.take("scrolled-up-stays-put")
+
+    await page.mouse.wheel(0, 20000)
+    await page.wait_for_function(f"() => ({FROM_BOTTOM})(document.getElementById('messages')) <= 1")
+    await page.evaluate(NEXT_FRAME)
+    composer = page.get_by_test_id("composer")
+    await composer.fill("/tree")
+    await composer.press("Enter")
+    reply = page.locator('article[data-testid="message"]', has_text="alice used /tree")
+    await expect(reply).to_be_visible()
+    await expect(reply).to_be_in_viewport()
+    assert await box.evaluate(FROM_BOTTOM) <= 1
+    await shots.take("reply-in-view")
+    assert failed == []

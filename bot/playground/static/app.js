@@ -29,6 +29,8 @@ const app = {
   unread: new Set(),
   loadSeq: 0,
   pending: [],  // File objects waiting to be sent with the next message
+  pinned: true,  // the view follows the newest message until the reader scrolls up
+  autoScrollTop: 0,  // the view's last place at the bottom: scrolling above it unpins
 };
 
 async function api(method, path, body) {
@@ -181,11 +183,41 @@ async function selectChannel(id) {
   renderChannels();
   renderTitle();
   ui.messages.replaceChildren();
+  app.pinned = true;  // a channel opens at its newest message
+  app.autoScrollTop = 0;
   await loadMessages();
   ui.composer.focus();
 }
 
 // -- messages --------------------------------------------------------------
+
+// The view stays pinned to the bottom (the newest message) while messages arrive and
+// while their images load, which makes them taller after they were drawn; a reader who
+// scrolled up is left where they are until they scroll back down.
+const PIN_SLACK = 80;  // px from the bottom that still count as "at the bottom"
+
+function scrollToBottom() {
+  const box = ui.messages;
+  box.scrollTop = box.scrollHeight;
+  app.autoScrollTop = box.scrollTop;
+}
+
+// Content that grows below the view leaves scrollTop as it was, and content that shrinks
+// brings it to the bottom: only a reader moves it up from the last place it was pinned.
+ui.messages.addEventListener("scroll", () => {
+  const box = ui.messages;
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < PIN_SLACK) {
+    app.pinned = true;
+    app.autoScrollTop = box.scrollTop;
+  } else if (box.scrollTop < app.autoScrollTop - 1) {
+    app.pinned = false;  // the reader went up
+  }
+});
+
+// Load events do not bubble: listen while they go down to the image.
+ui.messages.addEventListener("load", (event) => {
+  if (event.target instanceof HTMLImageElement && app.pinned) scrollToBottom();
+}, true);
 
 async function loadMessages() {
   if (!app.channelId) return;
@@ -194,10 +226,9 @@ async function loadMessages() {
   const data = await api("GET", `/api/channels/${channelId}/messages?viewer=${app.viewer}`);
   if (seq !== app.loadSeq || channelId !== app.channelId) return;  // a newer load won
   const box = ui.messages;
-  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
   box.replaceChildren(...data.messages.map(reuseOrRender));
   if (!data.messages.length) box.append(emptyHint());
-  if (atBottom) box.scrollTop = box.scrollHeight;
+  if (app.pinned) scrollToBottom();
 }
 
 // A message that did not change keeps its element: its images stay loaded and a
