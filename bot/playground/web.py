@@ -87,6 +87,7 @@ class PlaygroundWeb:
         # which applies Discord's own limits part by part.
         app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._index)
+        app.router.add_get("/favicon.ico", self._favicon)  # asked for by browsers and tools
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         app.router.add_get("/api/state", self._state)
         app.router.add_get("/api/channels/{channel_id}/messages", self._messages)
@@ -183,6 +184,12 @@ class PlaygroundWeb:
 
     async def _index(self, _request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def _favicon(self, _request: web.Request) -> web.FileResponse:
+        """The page's icon (also linked from index.html), so no load of it ends in a 404."""
+        return web.FileResponse(
+            STATIC_DIR / "favicon.svg", headers={"Content-Type": "image/svg+xml"}
+        )
 
     async def _state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.view.snapshot())

@@ -195,6 +195,20 @@ async def test_model_names_the_demo_model(
     assert "[providers.<name>]" in reply
 
 
+async def test_the_page_has_an_icon(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """The page links its icon and /favicon.ico answers too: no 404 on a page load."""
+    playground = await start_playground()
+    async with http.get(playground.url) as page:
+        assert '<link rel="icon" href="/static/favicon.svg"' in await page.text()
+    for path in ("favicon.ico", "static/favicon.svg"):
+        async with http.get(playground.url + path) as icon:
+            assert icon.status == 200, path
+            assert icon.content_type == "image/svg+xml"
+            assert (await icon.text()).startswith("<svg")
+
+
 async def test_events_name_the_changed_channel(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:
