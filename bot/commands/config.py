@@ -214,6 +214,8 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
         interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
         """Every flag path whose words contain what was typed, with its value here."""
+        if interaction.guild_id is None or not is_admin(interaction):
+            return []  # the command is for administrators: so are the values it shows
         wanted = current.strip().lower().replace("_", "")
         scope = str(interaction.guild_id) if interaction.guild_id else None
         choices = []
@@ -230,7 +232,7 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
         """on / off for a switch, a few hour counts for a window; nothing for no flag yet."""
         key = getattr(interaction.namespace, "key", None)
         path = find_flag_path(config, str(key)).path if key else None
-        if path is None:
+        if path is None or interaction.guild_id is None or not is_admin(interaction):
             return []
         offered = _BOOL_VALUES if flag_is_bool(path) else _HOUR_VALUES
         wanted = current.strip().lower()

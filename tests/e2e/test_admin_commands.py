@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from structlog.testing import capture_logs
 
@@ -21,10 +22,17 @@ SPAWN_PATH = FLAG_SPAWN_SUBAGENT_SESSIONS
 HOUR_MS = 3_600_000
 
 
-async def choices(bot: Bot, command: str, focused: str, **typed: str) -> list[tuple[str, str]]:
-    """What Discord's client offers while the admin types in option ``focused``."""
+async def choices(
+    bot: Bot, command: str, focused: str, *, user: Any = None, **typed: str
+) -> list[tuple[str, str]]:
+    """What Discord's client offers while the admin (or ``user``) types in ``focused``."""
     handle = await bot.fake.autocomplete(
-        bot.world.guild, bot.world.channel.id, bot.world.admin, command, typed, focused=focused
+        bot.world.guild,
+        bot.world.channel.id,
+        user or bot.world.admin,
+        command,
+        typed,
+        focused=focused,
     )
     async with asyncio.timeout(TIMEOUT):
         response = await handle.wait_response()
@@ -208,6 +216,9 @@ class TestConfig:
         )
         assert hours == [("1 hour", "1"), ("168 hours (a week)", "168")]
         assert await choices(bot, "config set", "value", key="nope", value="") == []
+        alice = bot.world.alice  # not an administrator: nothing offered, values included
+        assert await choices(bot, "config get", "key", user=alice, key="") == []
+        assert await choices(bot, "config set", "value", user=alice, key=SPAWN_PATH) == []
 
     async def test_group_is_hidden_from_non_admins_by_default(self, start_bot: StartBot) -> None:
         """The registered /config command carries Administrator as its default permission."""
