@@ -195,6 +195,38 @@ async def test_model_names_the_demo_model(
     assert "[providers.<name>]" in reply
 
 
+async def test_the_bot_autocompletes_an_option_as_it_is_typed(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """/config set key:spa… asks the bot, as Discord's client does; the admin gets choices."""
+    playground = await start_playground()
+    page, general, alice = await opened(http, playground, "general")
+    snapshot = await page.get("/api/state")
+    admin = next(u["id"] for u in snapshot["users"] if u["name"] == "admin")
+    body = {"channel_id": general, "user_id": admin}
+
+    keys = await page.post("/api/autocomplete", body | {"text": "/config set key:spawn"})
+    values = await page.post(
+        "/api/autocomplete", body | {"text": "/config set key:spawnSubagentSessions value:"}
+    )
+    nothing = await page.post("/api/autocomplete", body | {"text": "/agents spawn task:x"})
+    refused = await page.post(
+        "/api/autocomplete", body | {"user_id": alice, "text": "/config get key:"}
+    )
+
+    assert keys["option"] == "key"
+    assert keys["choices"][0] == {
+        "name": "channels.discord.threadBindings.spawnSubagentSessions = on",
+        "value": "channels.discord.threadBindings.spawnSubagentSessions",
+    }
+    assert values == {
+        "option": "value",
+        "choices": [{"name": "on", "value": "on"}, {"name": "off", "value": "off"}],
+    }
+    assert nothing == {"choices": []}
+    assert refused["choices"] == []  # alice is not an administrator
+
+
 async def test_the_page_has_an_icon(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:

@@ -160,6 +160,25 @@ async def test_admin_and_buttons(
     await open_page(page, playground.url)
     await page.get_by_test_id("user-select").select_option(label="admin (admin)")
     composer = page.get_by_test_id("composer")
+    await composer.fill("/config set key:spawn")  # the bot offers the keys, as in Discord
+    key = page.get_by_test_id("choice").filter(has_text="spawnSubagentSessions = on").first
+    await expect(key).to_be_visible()
+    await shots.take("key-autocompleted")
+    await key.click()
+    await expect(composer).to_have_value(
+        "/config set key:channels.discord.threadBindings.spawnSubagentSessions "
+    )
+    await composer.press("End")
+    await composer.type("value:")
+    off = page.locator('[data-testid="choice"][data-value="off"]')
+    await expect(off).to_be_visible()
+    await shots.take("value-autocompleted")
+    await off.click()
+    await composer.press("Enter")
+    answer = page.locator("article.ephemeral", has_text="admin used /config set")
+    await expect(answer).to_contain_text(
+        "channels.discord.threadBindings.spawnSubagentSessions set to off (was on) in this server."
+    )
     await composer.fill("/config get key:spawnSubagentSessions")
     await composer.press("Enter")
     await expect(page.get_by_text("admin used /config get")).to_be_visible()

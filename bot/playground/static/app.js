@@ -29,6 +29,8 @@ const app = {
   unread: new Set(),
   loadSeq: 0,
   pending: [],  // File objects waiting to be sent with the next message
+  suggestSeq: 0,  // the latest autocomplete asked for; older answers are dropped
+  suggestTimer: 0,
   pinned: true,  // the view follows the newest message until the reader scrolls up
   autoScrollTop: 0,  // the view's last place at the bottom: scrolling above it unpins
 };
@@ -602,7 +604,48 @@ ui.composer.addEventListener("keydown", (event) => {
 ui.composer.addEventListener("input", () => {
   const text = ui.composer.value;
   if (text.startsWith("/") && !text.includes(":")) renderHelp(text); else ui.help.hidden = true;
+  clearTimeout(app.suggestTimer);
+  if (text.startsWith("/") && TYPING_OPTION.test(text)) {
+    app.suggestTimer = setTimeout(() => suggest(text), 120);  // once the typing pauses
+  }
 });
+
+// -- autocomplete: the bot's choices for the option being typed, as in Discord's client
+
+const TYPING_OPTION = /(?:^|\s)([\w-]+):([^\s"'“„«]*)$/;
+
+async function suggest(text) {
+  const seq = ++app.suggestSeq;
+  let data;
+  try {
+    data = await api("POST", "/api/autocomplete",
+      { channel_id: app.channelId, user_id: app.viewer, text });
+  } catch (_) {
+    return;  // no choices, as Discord shows none when the bot does not answer
+  }
+  if (seq !== app.suggestSeq || ui.composer.value !== text) return;  // typed on meanwhile
+  renderChoices(text, data.choices);
+}
+
+function renderChoices(text, choices) {
+  ui.help.replaceChildren();
+  ui.help.hidden = !choices.length;
+  const typed = text.match(TYPING_OPTION);
+  const head = text.slice(0, text.length - typed[2].length);  // up to the option's value
+  for (const choice of choices) {
+    const item = el("div", "help-item choice");
+    item.dataset.testid = "choice";
+    item.dataset.value = choice.value;
+    item.append(el("span", "", choice.name));
+    item.addEventListener("click", () => {
+      const value = /\s/.test(choice.value) ? `"${choice.value.replace(/"/g, '\\"')}"` : choice.value;
+      ui.composer.value = `${head}${value} `;
+      ui.composer.focus();
+      ui.help.hidden = true;
+    });
+    ui.help.append(item);
+  }
+}
 ui.userSelect.addEventListener("change", () => {
   app.viewer = ui.userSelect.value;
   localStorage.setItem("playground.viewer", app.viewer);
