@@ -82,9 +82,9 @@ def compact_text(done: Compacted | NotCompacted) -> str:
             "too short for a summary to save anything. The session is unchanged."
         )
     return (
-        f"Nothing compacted: the summary ({done.with_summary:,} tokens with it) was not "
-        f"shorter than the conversation it would replace ({done.tokens:,} tokens), so it "
-        "was dropped. The session is unchanged."
+        f"Nothing compacted: with the summary the context would be {done.with_summary:,} "
+        f"tokens, not fewer than the {done.tokens:,} it is now, so the summary was dropped. "
+        "The session is unchanged."
     )
 
 

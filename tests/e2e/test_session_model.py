@@ -144,8 +144,8 @@ async def test_compact_never_makes_the_context_bigger(start_bot: StartBot) -> No
     done = await run(bot, bot.world.alice, "compact", thread)
 
     text = content(done)
-    assert text.startswith("Nothing compacted: the summary (")
-    assert "was not shorter than the conversation it would replace" in text
+    assert text.startswith("Nothing compacted: with the summary the context would be ")
+    assert "so the summary was dropped" in text
     assert text.endswith("The session is unchanged.")
     await settle(bot, key)
     assert not [m for m in bot.fake.messages_in(thread) if m.content.startswith("🗜️")]
