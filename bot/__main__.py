@@ -1,8 +1,11 @@
 """``python -m bot``: run the bot, or read its logs.
 
-    python -m bot [--config PATH]                      run every configured account
-    python -m bot --playground [--config PATH]         the local playground, never Discord
+    python -m bot [run] [--config PATH]                run every configured account
+    python -m bot [run] --playground [--config PATH]   the local playground, never Discord
     python -m bot canary LOGFILE [--since 2h] [--json] the canary report
+
+``--help`` lists every command (:data:`COMMANDS`); an unknown one is refused
+with the names of those there are.
 
 Configuration is validated here, once, before anything connects: a bad file
 ends the process with one readable line and exit status 2, never a traceback.
@@ -22,12 +25,34 @@ from core.config import Config, load_config
 from core.errors import ThreadboundError
 
 EXIT_USAGE = 2
+COMMANDS: dict[str, str] = {
+    "run": "run the bot (the default); without a Discord token, the local playground",
+    "canary": "the canary report of the bot's JSON log; exit 1 on a violation",
+}
+"""Every command of ``python -m bot``, with the line ``--help`` shows for it."""
+
+
+def _commands_help() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, what in COMMANDS.items()]
+    return "commands:\n" + "\n".join(lines) + "\n\npython -m bot COMMAND --help tells more."
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bot", description="Run the threadbound bot.")
+    parser = argparse.ArgumentParser(
+        prog="python -m bot",
+        usage="python -m bot [run] [--config PATH] [--playground]\n"
+        "       python -m bot canary LOGFILE [--since DURATION] [--json]",
+        description="Run the threadbound bot, or read its logs.",
+        epilog=_commands_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
-        "--config", type=Path, default=None, help="config file (default: ./config.toml if present)"
+        "--config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="config file (default: ./config.toml if present)",
     )
     parser.add_argument(
         "--playground",
@@ -61,8 +86,10 @@ def canary_main(argv: list[str]) -> int:
 
 def run_main(argv: list[str]) -> int:
     from bot.app import run_bot
+    from bot.voice import silence_voice_warnings
 
     args = _run_parser().parse_args(argv)
+    silence_voice_warnings()  # the bot has no voice; nothing else is silenced
     try:
         config = load_config(args.config)
         if args.playground or not _any_token(config):
@@ -100,8 +127,19 @@ async def _playground(config: Config, *, forced: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "canary":
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    if command == "canary":
         return canary_main(argv[1:])
+    if command == "run":
+        return run_main(argv[1:])
+    if command is not None:
+        known = ", ".join(COMMANDS)
+        print(
+            f"python -m bot: unknown command {command!r}; the commands are {known} "
+            "(python -m bot --help says what each does)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     return run_main(argv)
 
 

@@ -331,7 +331,7 @@ async def build_services(
         name: build_provider(cfg, env, name=name) for name, cfg in config.providers.items()
     }
     default = next(iter(providers.values()), None) or NoProvider()
-    mcp = McpServers(config.mcp_servers, env=env, clock=clock)
+    mcp = McpServers(config.mcp_servers, env=env, clock=clock, cwd=config.base_dir)
     attachments = AttachmentStore(config.attachments_path())
     try:
         # Tool names the file spells out must exist: one clear line now, not a

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fakediscord.commands import CommandRegistry, build_options, resolve
+from fakediscord.commands import CommandRegistry, autocomplete_options, build_options, resolve
 from fakediscord.gateway import Gateway
 from fakediscord.interactions import (
     APPLICATION_COMMAND,
+    APPLICATION_COMMAND_AUTOCOMPLETE,
     MESSAGE_COMPONENT,
     InteractionHandle,
     Interactions,
@@ -118,6 +119,42 @@ class UserActions:
             data["guild_id"] = str(registered.guild_id)
         interaction = self.interactions.send(
             type=APPLICATION_COMMAND,
+            application_id=registered.application_id,
+            guild_id=guild_id,
+            channel_id=object_id(channel_id),
+            user_id=object_id(user),
+            data=data,
+        )
+        await self.gateway.drain()
+        return InteractionHandle(self.state, interaction, wait_timeout=self.wait_timeout)
+
+    async def autocomplete(
+        self,
+        guild: Guild | int,
+        channel_id: Channel | int,
+        user: User | int,
+        command: str,
+        typed: dict[str, str],
+        *,
+        focused: str,
+        bot: User | int | None = None,
+    ) -> InteractionHandle:
+        """``user`` is typing in option ``focused`` of ``/command``; Discord asks the bot
+        for choices. ``typed`` is the text in each option so far; the bot's answer is a
+        type 8 callback whose ``data.choices`` the client shows."""
+        guild_id = object_id(guild)
+        name, *path = command.split()
+        registered = self.commands.find(name, guild_id, object_id(bot) if bot is not None else None)
+        data: dict[str, Any] = {
+            "id": str(registered.id),
+            "name": registered.name,
+            "type": 1,
+            "options": autocomplete_options(registered, path, typed, focused),
+        }
+        if registered.guild_id is not None:
+            data["guild_id"] = str(registered.guild_id)
+        interaction = self.interactions.send(
+            type=APPLICATION_COMMAND_AUTOCOMPLETE,
             application_id=registered.application_id,
             guild_id=guild_id,
             channel_id=object_id(channel_id),

@@ -15,7 +15,7 @@ from fakediscord.errors import UNKNOWN_APPLICATION_COMMAND, DiscordError
 from fakediscord.models import ApplicationCommand, Channel, Role, User
 from fakediscord.state import State
 
-__all__ = ["CommandRegistry", "build_options", "resolve"]
+__all__ = ["CommandRegistry", "autocomplete_options", "build_options", "resolve"]
 
 Json = dict[str, Any]
 SUB_COMMAND, SUB_COMMAND_GROUP = 1, 2
@@ -119,6 +119,42 @@ def build_options(
     ``ValueError``, since the Discord client would not let a user send them.
     """
     resolved: Json = {}
+    chain, definitions = _walk(command, path)
+    arguments = [_argument(state, definitions, n, v, guild_id, resolved) for n, v in values.items()]
+    missing = [o["name"] for o in definitions if o.get("required") and o["name"] not in values]
+    if missing:
+        raise ValueError(f"/{command.name} {' '.join(path)} requires {missing}")
+    return _nest(chain, arguments), resolved
+
+
+def autocomplete_options(
+    command: ApplicationCommand, path: list[str], typed: dict[str, str], focused: str
+) -> list[Json]:
+    """``data.options`` of an autocomplete interaction: what the user typed so far.
+
+    As on Discord, every value is the text as typed (whatever the option's type), the
+    option being typed in carries ``focused: true``, required options may be missing,
+    and only an option the bot registered with ``autocomplete`` can be focused.
+    """
+    _, definitions = _walk(command, path)
+    target = next((o for o in definitions if o["name"] == focused), None)
+    if target is None or not target.get("autocomplete"):
+        raise ValueError(f"option {focused!r} of /{command.name} has no autocomplete")
+    arguments = []
+    for name, value in {**typed, focused: typed.get(focused, "")}.items():
+        definition = next((o for o in definitions if o["name"] == name), None)
+        if definition is None:
+            raise ValueError(f"unknown option {name!r}")
+        argument: Json = {"type": int(definition["type"]), "name": name, "value": str(value)}
+        if name == focused:
+            argument["focused"] = True
+        arguments.append(argument)
+    chain, _ = _walk(command, path)
+    return _nest(chain, arguments)
+
+
+def _walk(command: ApplicationCommand, path: list[str]) -> tuple[list[Json], list[Json]]:
+    """The subcommand levels named by ``path`` and the argument definitions at its end."""
     definitions: list[Json] = list(command.definition.get("options") or [])
     chain: list[Json] = []
     for name in path:
@@ -134,15 +170,15 @@ def build_options(
     if any(o["type"] in (1, 2) for o in definitions):
         known = [o["name"] for o in definitions]
         raise ValueError(f"/{command.name} {' '.join(path)} needs a subcommand: one of {known}")
-    arguments = [_argument(state, definitions, n, v, guild_id, resolved) for n, v in values.items()]
-    missing = [o["name"] for o in definitions if o.get("required") and o["name"] not in values]
-    if missing:
-        raise ValueError(f"/{command.name} {' '.join(path)} requires {missing}")
+    return chain, definitions
+
+
+def _nest(chain: list[Json], arguments: list[Json]) -> list[Json]:
     options = arguments
     for level in reversed(chain):
         level["options"] = options
         options = [level]
-    return options, resolved
+    return options
 
 
 def _argument(

@@ -10,6 +10,17 @@ with a heartbeat at once. discord.py handles websocket messages strictly in orde
 when that heartbeat arrives every earlier event has been parsed into the client's cache.
 :meth:`Gateway.sync` and the "ready" mark (set after the GUILD_CREATEs) are built on it.
 
+Heartbeat ACKs: discord.py measures latency as the ACK's arrival minus the time its
+keep-alive thread recorded for the last heartbeat sent, and warns "Can't keep up, ...
+websocket is N s behind" above 10 s. That thread records the time only after the send
+has completed on the event loop; on loopback an ACK sent at once can be read before it
+does, and is then measured against the heartbeat before, a whole interval earlier (the
+warning an idle bot printed every few minutes, always the interval). So the fake never
+ACKs a heartbeat it did not ask for: it asks for one at once (opcode 1, which Discord
+may send any time) and ACKs that. discord.py records the time of a requested heartbeat
+on the event loop before sending it, so the ACK is measured from it, whatever the
+thread does. Requested and unrequested heartbeats are told apart by counting requests.
+
 Shards: an IDENTIFY with ``shard: [id, count]`` opens a session that gets only that
 shard's guilds and their events, interactions included (guild ``g`` is on shard
 ``(g >> 22) % count``, DMs on shard 0), as on Discord. A bot's sessions may belong to
@@ -124,7 +135,11 @@ class _Connection:
         self.compression = compress
         self.compressor = zlib.compressobj() if compress == "zlib-stream" else None
         self.session: GatewaySession | None = None
-        self.probes: deque[asyncio.Future[None]] = deque()
+        self.probes: deque[asyncio.Future[None] | None] = deque()
+        """Heartbeats asked for and not yet answered, in order: a test's probe (its
+        future), or None for one asked to time an ACK (see the module doc)."""
+        self.acks = 0
+        """Heartbeat ACKs sent on this connection."""
 
     def send(self, frame: Json) -> None:
         self.queue.put_nowait(frame)
@@ -135,6 +150,22 @@ class _Connection:
         self.probes.append(future)
         self.send({"op": HEARTBEAT, "d": None})
         return future
+
+    def heartbeat(self) -> None:
+        """A heartbeat arrived: ACK one that was asked for; ask for one in place of any other.
+
+        An unrequested heartbeat is the client's own (its keep-alive thread's); ACKed at
+        once it could be measured against the previous one (see the module doc).
+        """
+        if not self.probes:
+            self.probes.append(None)
+            self.send({"op": HEARTBEAT, "d": None})
+            return
+        asked = self.probes.popleft()
+        if asked is not None and not asked.done():
+            asked.set_result(None)
+        self.acks += 1
+        self.send({"op": HEARTBEAT_ACK, "d": None})
 
     async def write_loop(self) -> None:
         """Write frames until the ``None`` sentinel; then discard what is left."""
@@ -151,7 +182,7 @@ class _Connection:
                 self.queue.get_nowait()
                 self.queue.task_done()
             for probe in self.probes:
-                if not probe.done():
+                if probe is not None and not probe.done():
                     probe.set_exception(ConnectionError("the bot's gateway connection closed"))
 
     async def _write(self, frame: Json) -> bool:
@@ -221,6 +252,10 @@ class Gateway:
         if not connections:
             raise LookupError(f"bot {user_id} has no gateway connection")
         await asyncio.gather(*(c.probe() for c in connections))
+
+    def heartbeat_acks(self, user_id: int) -> int:
+        """Heartbeat ACKs sent to the bot's current connections (tests count them)."""
+        return sum(c.acks for c in self._connections if c.session and c.session.user_id == user_id)
 
     def is_ready(self, user_id: int) -> GatewaySession | None:
         """One ready, connected session of the bot, if any (the first one identified).
@@ -312,9 +347,7 @@ class Gateway:
                 await conn.ws.close(code=4002, message=b"Error while decoding payload.")
                 return
             if op == HEARTBEAT:
-                if conn.probes and not conn.probes[0].done():
-                    conn.probes.popleft().set_result(None)
-                conn.send({"op": HEARTBEAT_ACK, "d": None})
+                conn.heartbeat()
             elif op == IDENTIFY:
                 await self._identify(conn, data)
             elif op == RESUME:

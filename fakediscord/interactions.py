@@ -4,8 +4,9 @@ The bot answers through three REST families: the callback (types 4, 5, 6, 7, 8, 
 ``@original`` (get/edit/delete the response message) and followups (a webhook keyed by
 the application id and the interaction token). Every answer is appended to
 ``Interaction.responses`` in arrival order. Discord's rules that bots trip over are kept:
-a second callback is 40060, a followup before any callback is an unknown webhook, and
-the first followup after a "thinking" defer replaces the loading message.
+a second callback is 40060, a followup before any callback is an unknown webhook, the
+first followup after a "thinking" defer replaces the loading message, and an autocomplete
+interaction (type 4) is answered with its choices (callback type 8) and nothing else.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from fakediscord.state import State
 __all__ = ["InteractionHandle", "Interactions"]
 
 Json = dict[str, Any]
-APPLICATION_COMMAND, MESSAGE_COMPONENT = 2, 3
+APPLICATION_COMMAND, MESSAGE_COMPONENT, APPLICATION_COMMAND_AUTOCOMPLETE = 2, 3, 4
+AUTOCOMPLETE_RESULT = 8
 EPHEMERAL, LOADING = 1 << 6, 1 << 7
 CHAT_INPUT_COMMAND_MESSAGE = 20
 
@@ -153,6 +155,12 @@ class Interactions:
         kind = int(body.get("type", 0))
         data: Json = body.get("data") or {}
         message: Message | None = None
+        if (kind == AUTOCOMPLETE_RESULT) != (interaction.type == APPLICATION_COMMAND_AUTOCOMPLETE):
+            raise DiscordError(
+                400,
+                INVALID_FORM_BODY,
+                "Invalid Form Body (autocomplete is answered with type 8, and only it is)",
+            )
         if kind == 4:
             message = self._respond(interaction, data, attachments=attachments)
         elif kind == 5:

@@ -6,6 +6,9 @@ each tool call is a compact line in that message (``[discord] show_tool_calls``;
 with ``"off"`` a call closes the message instead). A call waiting for approval,
 a notice, a skip or an injected steer closes the message so the next words
 start a new one, in order, below it; the end of a turn lands the final text.
+A call's line is edited in place as the call ends, in whichever message it is:
+the open one, or one closed since (a call that waited for approval ends after
+its message was closed, under the approval buttons).
 Approval requests are the bot's own messages with buttons
 (:class:`~adapters.discord.approvals.ApprovalMessages`).
 Listeners are synchronous, so the Discord calls run in tasks the presenter
@@ -23,7 +26,7 @@ from typing import Any
 from adapters.discord.approvals import ApprovalMessages
 from adapters.discord.delivery import Persona, StatusSink, ThreadDelivery, ThreadSink
 from adapters.discord.streaming import StreamingMessage
-from adapters.discord.tool_lines import ToolLine, TranscriptDoc
+from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
 from core.agent.agent import Agent
 from core.agent.events import (
     AgentErrorEvent,
@@ -162,6 +165,8 @@ class ThreadPresenter:
         self._status: StreamingMessage | None = None
         self._failed = False
         self._interrupted = False
+        self._lines: dict[str, tuple[ToolLine, TranscriptDoc, StreamingMessage]] = {}
+        """This turn's tool lines by call id, with the message text and stream each is in."""
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
@@ -188,31 +193,33 @@ class ThreadPresenter:
             self._show_document()
         elif isinstance(event, ToolStarted) and self._show_tools:
             call = event.call
-            self._document().add_line(ToolLine(call.id, call.name, call.arguments))
-            self._show_document()
+            self._add_line(ToolLine(call.id, call.name, call.arguments))
         elif isinstance(event, ApprovalRequested):
             self._set_line(event.call.id, "waiting")
             self._close_stream()  # the model's next words come below the buttons
             self._then(self._approvals.ask(self._record, self._persona.name, event))
         elif isinstance(event, ApprovalResolved):
+            if event.decision in ("allow", "allow_session"):
+                self._set_line(event.call_id, "running")  # it runs now
+            elif event.decision == "withdrawn":
+                self._set_line(event.call_id, "withdrawn")
             self._then(self._approvals.settle(self._record, event))
         elif isinstance(event, Compacted):
             self._close_stream()
             self._then(self._bot_notice(compaction_notice(event)))
         elif isinstance(event, ToolFinished):
-            status = "denied" if event.denied else "error" if event.is_error else "ok"
-            if self._show_tools and not self._set_line(event.call.id, status):
-                call = event.call
-                self._document().add_line(ToolLine(call.id, call.name, call.arguments, status))
-                self._show_document()
+            self._finish_line(event)
             if event.notice:
                 self._close_stream()
                 self._then(self._bot_notice(event.notice))
         elif isinstance(
             event, ToolStarted | ToolsSkipped | SteeringInjected | TurnEnded | TurnCancelled
         ):
+            if isinstance(event, TurnCancelled):
+                self._end_lines("cancelled")  # calls cut short say so, wherever they are
             self._close_stream()  # the next words start a new message, in order
             if turn_over:  # "idle" only once the turn's last words have landed
+                self._lines.clear()
                 self._then(self._status_now())
         elif isinstance(event, TurnInterrupted):
             self._interrupted = True
@@ -221,6 +228,8 @@ class ThreadPresenter:
             self._then(self._status_now())
         elif isinstance(event, AgentErrorEvent):
             self._failed = True
+            self._end_lines("error")
+            self._lines.clear()
             self._close_stream()
             self._then(self._notice(failure_notice(event)))
             self._then(self._status_now())  # a crash ends the turn without TurnEnded
@@ -276,14 +285,45 @@ class ThreadPresenter:
         if self._stream is not None and self._doc is not None:
             self._stream.replace(self._doc.render())
 
-    def _set_line(self, call_id: str, status: str) -> bool:
-        """Update the call's line in the open message; False when it is not there."""
-        line = self._doc.line(call_id) if self._doc is not None else None
-        if line is None or not self._show_tools:
-            return False
-        line.status = status  # type: ignore[assignment]  # one of ToolStatus
+    def _add_line(self, line: ToolLine) -> None:
+        """Put a call's line in the open message, and remember where it is."""
+        doc = self._document()
+        doc.add_line(line)
+        assert self._stream is not None  # opened by _document()
+        self._lines[line.call_id] = (line, doc, self._stream)
         self._show_document()
+
+    def _set_line(self, call_id: str, status: ToolStatus, result: str | None = None) -> bool:
+        """Show the call's new status in its line, wherever the line is; False when the
+        call has no line (tool lines off, or it started before this presenter)."""
+        found = self._lines.get(call_id)
+        if found is None or not self._show_tools:
+            return False
+        line, doc, stream = found
+        if line.final:
+            return True  # withdrawn before the loop reported the call denied: keep that
+        line.status, line.result = status, result
+        if stream is self._stream:
+            self._show_document()
+        else:  # a closed message: edited in place, after what was scheduled before
+            self._then(stream.revise(doc.render()))
         return True
+
+    def _finish_line(self, event: ToolFinished) -> None:
+        """A call's outcome, and its result shortened when it ran."""
+        if not self._show_tools:
+            return
+        status: ToolStatus = "denied" if event.denied else "error" if event.is_error else "ok"
+        result = None if event.denied else event.content
+        if not self._set_line(event.call.id, status, result):
+            call = event.call
+            self._add_line(ToolLine(call.id, call.name, call.arguments, status, result))
+
+    def _end_lines(self, status: ToolStatus) -> None:
+        """The turn stopped: every call still running or waiting ended with it."""
+        for call_id, (line, _doc, _stream) in list(self._lines.items()):
+            if not line.final:
+                self._set_line(call_id, status)
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

@@ -12,7 +12,8 @@ is then split again, the shown parts shortened and the rest sent anew.
 The sink retries and repairs what Discord gets wrong; what it still cannot
 deliver ends the stream with its :class:`~core.errors.DeliveryError` kept in
 :attr:`StreamingMessage.failure` (the sink has logged it). ``close()`` never
-raises: the caller's turn is over either way.
+raises: the caller's turn is over either way. A closed stream takes no more
+text, but ``revise()`` may still change what it shows (a tool line's outcome).
 """
 
 from __future__ import annotations
@@ -101,6 +102,23 @@ class StreamingMessage:
     async def close(self) -> list[str]:
         """Land the final text (waiting out the interval if needed); returns the message ids."""
         self._closed = True
+        self._ensure_running()
+        assert self._task is not None
+        await self._task
+        return self.message_ids
+
+    async def revise(self, text: str) -> list[str]:
+        """Show ``text`` in a closed stream's messages, edited in place; returns their ids.
+
+        A closed stream takes no new words, but what it shows may still change: a
+        tool call's line in it says how the call ended once it has. The edit keeps
+        the throttling (it may wait out the interval) and, like ``close()``, never
+        raises. Should the new text need more parts than were sent (a line grown past
+        the message limit), the rest is sent as a new message.
+        """
+        if not self._closed:
+            raise RuntimeError("revise() is for a closed stream; use replace()")
+        self._text = text
         self._ensure_running()
         assert self._task is not None
         await self._task

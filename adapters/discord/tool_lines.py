@@ -1,13 +1,14 @@
 """How a tool call reads in a thread: one compact line, and the streamed message it lives in.
 
-A line names the tool, its arguments shortened to a glance, and how the call
-went: ``-# 🔧 clock__get_current_time · timezone: Europe/Paris · ✅ ok``. The
-lines sit in the persona's streamed message between its words, so a turn
+A line names the tool, its arguments shortened to a glance, how the call
+went and, once it ran, its result shortened the same way:
+``-# 🔧 clock__get_current_time · timezone: Europe/Paris · ✅ ok → datetime: …``.
+The lines sit in the persona's streamed message between its words, so a turn
 with ten calls is still one message edited a few times, within Discord's
 edit limits (:class:`~adapters.discord.streaming.StreamingMessage` coalesces).
-Arguments come from the model: backticks, newlines and markdown that could
-break out of the line are neutralised; mentions never ping (the client
-allows none).
+Arguments come from the model and results from a tool server: backticks,
+newlines and markdown that could break out of the line are neutralised;
+mentions never ping (the client allows none).
 """
 
 from __future__ import annotations
@@ -18,9 +19,16 @@ from typing import Final, Literal
 
 import discord
 
-__all__ = ["ToolLine", "ToolStatus", "TranscriptDoc", "short_arguments"]
+__all__ = [
+    "FINAL_STATUSES",
+    "ToolLine",
+    "ToolStatus",
+    "TranscriptDoc",
+    "short_arguments",
+    "short_result",
+]
 
-ToolStatus = Literal["running", "waiting", "ok", "error", "denied"]
+ToolStatus = Literal["running", "waiting", "ok", "error", "denied", "withdrawn", "cancelled"]
 
 _STATUS: Final[dict[str, str]] = {
     "running": "…",
@@ -28,8 +36,13 @@ _STATUS: Final[dict[str, str]] = {
     "ok": "✅ ok",
     "error": "⚠️ error",
     "denied": "⛔ denied",
+    "withdrawn": "↩️ withdrawn",
+    "cancelled": "⏹️ cancelled",
 }
+FINAL_STATUSES: Final = frozenset({"ok", "error", "denied", "withdrawn", "cancelled"})
+"""How a call can end; a line in one of these is not changed again by a later event."""
 ARGUMENTS_LIMIT: Final = 80
+RESULT_LIMIT: Final = 80
 VALUE_LIMIT: Final = 32
 
 
@@ -41,33 +54,52 @@ def _flat(text: str, limit: int) -> str:
 
 def short_arguments(arguments: str) -> str:
     """``{"timezone": "Europe/Paris"}`` -> ``timezone: Europe/Paris``, cut to a glance."""
+    return _glance(arguments or "{}", ARGUMENTS_LIMIT)
+
+
+def short_result(content: str) -> str:
+    """A tool's result as the line shows it: JSON read like arguments, text on one line,
+    cut to :data:`RESULT_LIMIT` characters (the model gets all of it)."""
+    return _glance(content, RESULT_LIMIT)
+
+
+def _glance(text: str, limit: int) -> str:
+    """JSON objects as ``key: value`` pairs, anything else flattened; one inert line."""
     try:
-        parsed = json.loads(arguments or "{}")
+        parsed = json.loads(text)
     except json.JSONDecodeError:
-        parsed = arguments
+        parsed = text
     if isinstance(parsed, dict):
         parts = []
         for key, value in parsed.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             parts.append(f"{_flat(str(key), VALUE_LIMIT)}: {_flat(shown, VALUE_LIMIT)}")
-        text = ", ".join(parts)
+        line = ", ".join(parts)
     else:
-        text = parsed if isinstance(parsed, str) else json.dumps(parsed)
-    return discord.utils.escape_markdown(_flat(text, ARGUMENTS_LIMIT))
+        line = parsed if isinstance(parsed, str) else json.dumps(parsed, ensure_ascii=False)
+    return discord.utils.escape_markdown(_flat(line, limit))
 
 
 @dataclass(slots=True)
 class ToolLine:
+    """One call's line; ``result`` is what the tool answered (shown shortened), if it ran."""
+
     call_id: str
     name: str
     arguments: str
     status: ToolStatus = "running"
+    result: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL_STATUSES
 
     def render(self) -> str:
         args = short_arguments(self.arguments)
         name = self.name.replace("`", "'")
         shown = f"-# 🔧 `{name}`" + (f" · {args}" if args else "")
-        return f"{shown} · {_STATUS[self.status]}"
+        result = short_result(self.result) if self.result else ""
+        return f"{shown} · {_STATUS[self.status]}" + (f" → {result}" if result else "")
 
 
 class TranscriptDoc:

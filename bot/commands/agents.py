@@ -18,6 +18,8 @@ from discord import app_commands
 
 from bot.account import AccountRuntime
 from bot.spawn import SpawnCommand, plan
+from core.agent.agent import Agent
+from core.agent.assignment import active_agent
 from core.errors import ThreadboundError
 from core.logging import get_logger
 
@@ -116,6 +118,24 @@ async def refuse_after_public_defer(interaction: discord.Interaction, text: str)
     await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS)
 
 
+async def _running_agent(
+    account: AccountRuntime, session_key: str, agent: Agent | None, spawned: str | None
+) -> str | None:
+    """The agent that runs the session now: an accepted handoff's, else the one spawned.
+
+    The session log says it (``agent.activated``); for a session not in memory the
+    handoffs table does, without loading the log.
+    """
+    if agent is not None:
+        return active_agent(agent.tree) or spawned
+    taken = [
+        h
+        for h in await account.services.handoffs.list(session_key)
+        if h.status in ("accepted", "completed")
+    ]
+    return max(taken, key=lambda h: h.updated_at).to_agent if taken else spawned
+
+
 async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[str]:
     """One line per subagent of this account, newest first: state, thread, queues, usage.
 
@@ -135,7 +155,11 @@ async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[st
             state = "running"
         binding = services.subagents.binding_of(record.session_key)
         where = f"<#{binding.conversation.conversation_id}>" if binding else "no thread"
-        parts = [f"**{services.subagents.name_of(record)}** `{record.session_key}` {state}", where]
+        running = await _running_agent(account, record.session_key, agent, record.agent)
+        name = f"**{services.subagents.display_name(running)}**"
+        if running != record.agent:
+            name += f" (handed over from {services.subagents.name_of(record)})"
+        parts = [f"{name} `{record.session_key}` {state}", where]
         if agent is not None:
             snapshot = agent.snapshot()
             parts.append(
@@ -143,11 +167,12 @@ async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[st
             )
             usage = agent.tree.total_usage
             tokens, cost = usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
+            approx = "≈" if usage.estimated else ""  # the bot counted what the server did not
             window = agent.model_info.context_window
             context = f", context {usage.last_prompt_tokens / window:.0%}" if window else ""
         else:
-            tokens, cost, context = record.tokens, record.cost_usd, ""
-        parts.append(f"{tokens} tokens" + (f", ${cost:.4f}" if cost else "") + context)
+            tokens, cost, context, approx = record.tokens, record.cost_usd, "", ""
+        parts.append(f"{approx}{tokens} tokens" + (f", ${cost:.4f}" if cost else "") + context)
         lines.append(" · ".join(parts))
         if len(lines) >= limit:
             lines.append("… and more (newest first)")

@@ -1,5 +1,12 @@
 """``/config get``, ``/config set`` and ``/config reset``: runtime flag overrides per server.
 
+``key`` is a flag path or any unambiguous end of one: ``spawnSubagentSessions``
+is ``channels.discord.threadBindings.spawnSubagentSessions``
+(:func:`core.config.find_flag_path`); both ``key`` and ``value`` are
+autocompleted. Answers are replies a person reads, never a config-file error:
+an unknown key names the flags (and the nearest one), an ambiguous key lists
+the keys that would be clear, a wrong value says what the flag takes.
+
 ``everywhere:True`` on ``set`` and ``reset`` changes the override every server
 inherits (a server's own override still wins in that server); only the bot's
 operators (``[discord] operator_ids``) may, since it reaches servers whose
@@ -9,31 +16,68 @@ reaches all of them within a second (:mod:`core.store.changes`).
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from typing import Any, Final
 
 import discord
 from discord import app_commands
 
 from bot.account import AccountRuntime
 from bot.commands.permissions import is_admin
-from core.config import RUNTIME_SOURCE, overridable_paths
+from core.config import (
+    FLAG_NAMES,
+    find_flag_path,
+    flag_is_bool,
+    overridable_paths,
+    shortest_flag_key,
+)
 from core.errors import ConfigError
 from core.overrides import EVERY_SERVER
 
 # is_admin lives in bot.commands.permissions; re-exported for the commands that import it here.
-__all__ = ["ADMINS_ONLY", "config_group", "is_admin"]
+__all__ = ["ADMINS_ONLY", "EXAMPLE", "config_group", "is_admin", "unknown_key_text"]
 
 ADMINS_ONLY = "Only server administrators can use this command."
 OPERATORS_ONLY = (
     "Only the bot's operators can change a flag for every server "
     "(their user ids are in [discord] operator_ids of the bot's config.toml)."
 )
+EXAMPLE: Final = "/config set key:spawnSubagentSessions value:on"
+"""A command that works as typed, for the help texts and the README."""
+AUTOCOMPLETE_LIMIT: Final = 25
+CHOICE_LIMIT: Final = 100
+"""Discord's limit on an autocomplete choice's name and value."""
+_BOOL_VALUES: Final = (("on", "on"), ("off", "off"))
+_HOUR_VALUES: Final = (
+    ("0", "0 (never)"),
+    ("1", "1 hour"),
+    ("24", "24 hours (a day)"),
+    ("168", "168 hours (a week)"),
+    ("720", "720 hours (30 days)"),
+)
+_NO_MENTIONS: Final = discord.AllowedMentions.none()
 
 
 def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return "(none)" if value is None else str(value)
+
+
+def _code(text: str) -> str:
+    """Inline code that a typed key cannot break out of."""
+    return "`" + text.replace("`", "'")[:100] + "`"
+
+
+def unknown_key_text(key: str) -> str:
+    """The reply to a key that names no flag: the nearest flag, and every flag's name."""
+    near = difflib.get_close_matches(key.strip().rsplit(".", 1)[-1], FLAG_NAMES, n=1)
+    hint = f" Did you mean {_code(near[0])}?" if near else ""
+    names = ", ".join(_code(name) for name in FLAG_NAMES)
+    return (
+        f"{_code(key)} is not a flag.{hint} The flags are {names}; start typing in `key` "
+        f"to pick one, e.g. {_code(EXAMPLE)}."
+    )
 
 
 def config_group(account: AccountRuntime) -> app_commands.Group:
@@ -44,9 +88,7 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
         guild_only=True,
     )
     overrides = account.services.overrides
-
-    def known(key: str) -> bool:
-        return key in overridable_paths(account.services.config)
+    config = account.services.config
 
     async def refuse(interaction: discord.Interaction) -> bool:
         """Answer a non-admin (or a DM) ephemerally; True when refused."""
@@ -55,32 +97,48 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
             return True
         return False
 
-    async def error(interaction: discord.Interaction, exc: ConfigError) -> None:
-        await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
+    async def reply(interaction: discord.Interaction, text: str) -> None:
+        await interaction.response.send_message(
+            text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS
+        )
 
-    @group.command(name="get", description="Show a flag's effective value and where it comes from.")
-    @app_commands.describe(key="Dotted flag path, e.g. channels.discord.threadBindings.enabled")
+    async def flag_path(interaction: discord.Interaction, key: str) -> str | None:
+        """The flag path ``key`` names; None (after explaining why) when it names none."""
+        found = find_flag_path(config, key)
+        if found.path is not None:
+            return found.path
+        if not found.candidates:
+            await reply(interaction, unknown_key_text(key))
+            return None
+        clear = ", ".join(_code(shortest_flag_key(config, p)) for p in found.candidates)
+        await reply(
+            interaction,
+            f"{_code(key)} could be any of these flags: {clear}. Use one of those keys.",
+        )
+        return None
+
+    def shown(scope: str | None, path: str) -> str:
+        flag = overrides.get(scope, path, account_id=account.account_id)
+        note = " (runtime override)" if flag.overridden else ""
+        return f"`{_show(flag.value)}` (source: `{flag.source}`){note}"
+
+    @group.command(name="get", description="Show a flag's value, e.g. key:spawnSubagentSessions")
+    @app_commands.describe(
+        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path"
+    )
     async def get_command(interaction: discord.Interaction, key: str) -> None:
         if await refuse(interaction):
             return
-        try:
-            if not known(key):
-                paths = ", ".join(overridable_paths(account.services.config))
-                raise ConfigError(RUNTIME_SOURCE, key, f"a flag path, one of {paths}", "unknown")
-            flag = overrides.get(str(interaction.guild_id), key, account_id=account.account_id)
-        except ConfigError as exc:
-            await error(interaction, exc)
+        path = await flag_path(interaction, key)
+        if path is None:
             return
-        note = " (runtime override)" if flag.overridden else ""
-        await interaction.response.send_message(
-            f"`{key}` = `{_show(flag.value)}` (source: `{flag.source}`){note}", ephemeral=True
-        )
+        await reply(interaction, f"`{path}` = {shown(str(interaction.guild_id), path)}")
 
     async def scope_for(interaction: discord.Interaction, everywhere: bool) -> str | None:
         """The scope to change; None (after answering) when the user may not."""
         if not everywhere:
             return str(interaction.guild_id)
-        if interaction.user.id not in account.services.config.discord.operator_ids:
+        if interaction.user.id not in config.discord.operator_ids:
             await interaction.response.send_message(OPERATORS_ONLY, ephemeral=True)
             return None
         return EVERY_SERVER
@@ -88,10 +146,13 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
     def where(scope: str) -> str:
         return "for every server" if scope == EVERY_SERVER else "in this server"
 
-    @group.command(name="set", description="Override a flag in this server, at once.")
+    @group.command(
+        name="set",
+        description="Override a flag here at once, e.g. key:spawnSubagentSessions value:on",
+    )
     @app_commands.describe(
-        key="Dotted flag path",
-        value="New value, e.g. on, off or a number",
+        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path",
+        value="on or off; for idleHours and maxAgeHours a number of hours (0: never)",
         everywhere="For every server the bot is in (the bot's operators only)",
     )
     async def set_command(
@@ -99,23 +160,29 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
     ) -> None:
         if await refuse(interaction):
             return
+        path = await flag_path(interaction, key)
+        if path is None:
+            return
         scope = await scope_for(interaction, everywhere)
         if scope is None:
             return
-        old = overrides.get(scope, key, account_id=account.account_id) if known(key) else None
+        old = overrides.get(scope, path, account_id=account.account_id)
         try:
-            stored = await overrides.set(scope, key, value, actor=str(interaction.user.id))
+            stored = await overrides.set(scope, path, value, actor=str(interaction.user.id))
         except ConfigError as exc:
-            await error(interaction, exc)
+            await reply(
+                interaction,
+                f"`{path}` was not changed: it takes {exc.expected} ({exc.problem}).",
+            )
             return
-        was = f" (was `{_show(old.value)}`)" if old is not None else ""
-        await interaction.response.send_message(
-            f"`{key}` set to `{_show(stored)}`{was} {where(scope)}.", ephemeral=True
+        await reply(
+            interaction,
+            f"`{path}` set to `{_show(stored)}` (was `{_show(old.value)}`) {where(scope)}.",
         )
 
     @group.command(name="reset", description="Remove this server's override of a flag.")
     @app_commands.describe(
-        key="Dotted flag path",
+        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path",
         everywhere="The override for every server (the bot's operators only)",
     )
     async def reset_command(
@@ -123,19 +190,60 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
     ) -> None:
         if await refuse(interaction):
             return
+        path = await flag_path(interaction, key)
+        if path is None:
+            return
         scope = await scope_for(interaction, everywhere)
         if scope is None:
             return
-        try:
-            removed = await overrides.reset(scope, key, actor=str(interaction.user.id))
-            now = overrides.get(scope, key, account_id=account.account_id)
-        except ConfigError as exc:
-            await error(interaction, exc)
+        if path not in overrides.own(scope):
+            await reply(
+                interaction,
+                f"`{path}` has no override {where(scope)}, none is set to remove; "
+                f"it is {shown(scope, path)}.",
+            )
             return
-        await interaction.response.send_message(
-            f"`{key}` override `{_show(removed)}` removed; now `{_show(now.value)}` "
-            f"(source: `{now.source}`).",
-            ephemeral=True,
+        removed = await overrides.reset(scope, path, actor=str(interaction.user.id))
+        await reply(
+            interaction,
+            f"`{path}` override `{_show(removed)}` removed {where(scope)}; "
+            f"now {shown(scope, path)}.",
         )
 
+    async def complete_key(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        """Every flag path whose words contain what was typed, with its value here."""
+        if interaction.guild_id is None or not is_admin(interaction):
+            return []  # the command is for administrators: so are the values it shows
+        wanted = current.strip().lower().replace("_", "")
+        scope = str(interaction.guild_id) if interaction.guild_id else None
+        choices = []
+        for path in overridable_paths(config):
+            if wanted and wanted not in path.lower():
+                continue
+            value = _show(overrides.get(scope, path, account_id=account.account_id).value)
+            choices.append(app_commands.Choice(name=f"{path} = {value}"[:CHOICE_LIMIT], value=path))
+        return choices[:AUTOCOMPLETE_LIMIT]
+
+    async def complete_value(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        """on / off for a switch, a few hour counts for a window; nothing for no flag yet."""
+        key = getattr(interaction.namespace, "key", None)
+        path = find_flag_path(config, str(key)).path if key else None
+        if path is None or interaction.guild_id is None or not is_admin(interaction):
+            return []
+        offered = _BOOL_VALUES if flag_is_bool(path) else _HOUR_VALUES
+        wanted = current.strip().lower()
+        return [
+            app_commands.Choice(name=label, value=value)
+            for value, label in offered
+            if not wanted or value.startswith(wanted)
+        ]
+
+    get_command.autocomplete("key")(complete_key)
+    set_command.autocomplete("key")(complete_key)
+    reset_command.autocomplete("key")(complete_key)
+    set_command.autocomplete("value")(complete_value)
     return group

@@ -18,28 +18,74 @@ from discord import app_commands
 from bot.account import AccountRuntime
 from bot.commands.bound import binding_for
 from core.agent.agent import Agent, AgentBusy
+from core.agent.compaction import Compacted, NotCompacted
 from core.errors import ProviderError
+from core.providers.demo import LABEL as DEMO_LABEL
+from core.providers.demo import DemoProvider
 from core.sessions.snapshot import UsageTotals
 
-__all__ = ["session_model_commands", "usage_text"]
+__all__ = ["compact_text", "model_text", "session_model_commands", "usage_text"]
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
 
 
 def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) -> str:
-    """Tokens in (cached) and out, cost, and how full the context was at the last call."""
+    """Tokens in (cached) and out, cost, and how full the context was at the last call.
+
+    Counts the bot estimated (the model server reported none) are marked ``≈``.
+    """
     cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
-    estimated = " (estimated: the server reported none)" if usage.estimated else ""
+    approx = "≈" if usage.estimated else ""
+    estimated = (
+        " (≈: estimated by the bot at four characters a token, where the model server "
+        "did not count)"
+        if usage.estimated
+        else ""
+    )
     share = usage.last_prompt_tokens / context_window if context_window else 0.0
+    tokens = (
+        f"Tokens: {approx}{usage.prompt_tokens:,} in{cached} · "
+        f"{approx}{usage.completion_tokens:,} out{estimated}"
+    )
     lines = [
         "**Usage of this session**" + (f" · model `{model}`" if model else ""),
-        f"Tokens: {usage.prompt_tokens:,} in{cached} · {usage.completion_tokens:,} out{estimated}",
+        tokens,
         f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd else "Cost: unknown (no prices set)",
         f"Context: {usage.last_prompt_tokens:,} of {context_window:,} tokens ({share:.0%}) "
         "at the last model call",
     ]
     return "\n".join(lines)
+
+
+def model_text(agent: Agent, configured: list[tuple[str, str]]) -> str:
+    """What ``/model`` says answers here: the demo model by name, else the model (the
+    one its provider's table names when the session chose none) and what else there is."""
+    if isinstance(agent.provider, DemoProvider):
+        return (
+            f"This session's model: the built-in demo model (its answers start with "
+            f"`{DEMO_LABEL}`). No provider is configured; add a `[providers.<name>]` table "
+            "to config.toml to talk to a real model."
+        )
+    shown = agent.model or dict(configured).get(agent.provider.name) or "the provider's default"
+    offered = ", ".join(f"`{p}:{m}`" for p, m in configured) or "none configured"
+    return f"This session's model: `{shown}`. Configured: {offered}."
+
+
+def compact_text(done: Compacted | NotCompacted) -> str:
+    """The answer to ``/compact``: the tokens before → after, or why nothing changed."""
+    if isinstance(done, Compacted):
+        return f"Compacted: {done.tokens_before:,} → {done.tokens_after:,} tokens."
+    if done.reason == "too-little":
+        return (
+            f"Nothing worth compacting yet ({done.tokens:,} tokens): the older conversation is "
+            "too short for a summary to save anything. The session is unchanged."
+        )
+    return (
+        f"Nothing compacted: with the summary the context would be {done.with_summary:,} "
+        f"tokens, not fewer than the {done.tokens:,} it is now, so the summary was dropped. "
+        "The session is unchanged."
+    )
 
 
 def session_model_commands(account: AccountRuntime) -> list[app_commands.Command]:
@@ -71,10 +117,8 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
             return
         factory = services.agent_factory
         if name is None:
-            shown = agent.model or "the provider's default"
-            offered = ", ".join(f"`{p}:{m}`" for p, m in factory.models()) or "none configured"
             await interaction.response.send_message(
-                f"This session's model: `{shown}`. Configured: {offered}.", ephemeral=True
+                model_text(agent, factory.models()), ephemeral=True
             )
             return
         provider_name, _, wanted = name.strip().partition(":")
@@ -132,10 +176,6 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
                 f"Could not compact: {exc}"[:2000], allowed_mentions=_NO_MENTIONS
             )
             return
-        if done is None:
-            text = "There is too little conversation to compact yet."
-        else:
-            text = f"Compacted: {done.tokens_before:,} → {done.tokens_after:,} tokens."
-        await interaction.followup.send(text, allowed_mentions=_NO_MENTIONS)
+        await interaction.followup.send(compact_text(done), allowed_mentions=_NO_MENTIONS)
 
     return [usage, model, compact]

@@ -292,7 +292,9 @@ async def _produce_brief(
     if presenter is not None:
         await presenter.drain()
     await interaction.edit_original_response(
-        content=f"Brief confirmed by <@{user}>: **{event.payload['data']['title']}**",
+        content=f"{display_name(profiles, current)} wrote the brief <@{user}> asked for: "
+        f"**{event.payload['data']['title']}**. The handoff to "
+        f"{display_name(profiles, target)} is offered below.",
         view=brief_view(record.binding_id, disabled=True),
         allowed_mentions=NO_MENTIONS,
     )

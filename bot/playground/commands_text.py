@@ -18,11 +18,16 @@ Syntax, close to what Discord's own client accepts when pasted:
   yes/no, on/off), choices (by value or name), and users / channels / roles as
   mentions (``<@1>``, ``<#2>``, ``<@&3>``), ids, or names a resolver knows.
 
+While a line is typed, :func:`parse_typing` finds the option being typed in, when
+the bot autocompletes it (``autocomplete`` in its definition), so the page can ask
+the bot for choices as Discord's client does.
+
 Everything here is pure (no Discord, no I/O) so it is unit-tested directly.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +38,10 @@ __all__ = [
     "ParsedCommand",
     "Resolver",
     "Token",
+    "Typing",
     "help_entries",
     "parse_command",
+    "parse_typing",
     "tokenize",
 ]
 
@@ -82,6 +89,20 @@ class ParsedCommand:
     @property
     def command(self) -> str:
         """The path as ``FakeDiscord.invoke_command`` takes it: ``"agents spawn"``."""
+        return " ".join(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Typing:
+    """A command line being typed, its last option autocompleted by the bot: what Discord's
+    client sends while the cursor is in that option (values as typed, not typed yet)."""
+
+    path: tuple[str, ...]
+    typed: dict[str, str]
+    focused: str
+
+    @property
+    def command(self) -> str:
         return " ".join(self.path)
 
 
@@ -185,6 +206,58 @@ def parse_command(
         node, rest = found, rest[1:]
     options = _options(path, list(node.get("options") or []), rest, resolve)
     return ParsedCommand(path=tuple(path), options=options)
+
+
+_TYPING_OPTION = re.compile(r"(?:^|\s)(?P<name>[\w-]+):(?P<value>[^\s\"'“„«]*)$")
+
+
+def parse_typing(text: str, definitions: Sequence[Json]) -> Typing | None:
+    """The option the cursor (at the end of ``text``) is in, if the bot autocompletes it.
+
+    None for anything else: a line that is not a command, one whose last word is not
+    ``name:value``, an option without autocomplete, a quoted value being typed.
+    """
+    match = _TYPING_OPTION.search(text)
+    if not text.startswith("/") or match is None:
+        return None
+    try:
+        parsed = _walk_typing(text[: match.start("name")], definitions)
+    except CommandTextError:
+        return None
+    if parsed is None:
+        return None
+    path, node, typed = parsed
+    by_name = {str(d["name"]).lower(): d for d in node.get("options") or []}
+    focused = by_name.get(match.group("name").lower())
+    if focused is None or not focused.get("autocomplete"):
+        return None
+    typed[str(focused["name"])] = match.group("value")
+    return Typing(tuple(path), typed, str(focused["name"]))
+
+
+def _walk_typing(
+    head: str, definitions: Sequence[Json]
+) -> tuple[list[str], Json, dict[str, str]] | None:
+    """The command path of ``head`` and the ``name:value`` options typed in it, as text."""
+    tokens = tokenize(head.strip()[1:])
+    chat_input = [d for d in definitions if int(d.get("type", 1)) == 1]
+    if not tokens or tokens[0].name is not None:
+        return None
+    node = _find(chat_input, tokens[0].value, (1,))
+    if node is None:
+        return None
+    path, rest = [str(node["name"])], tokens[1:]
+    while _subcommands(node):
+        if not rest or rest[0].name is not None:
+            return None
+        found = _find(_subcommands(node), rest[0].value, (SUB_COMMAND, SUB_COMMAND_GROUP))
+        if found is None:
+            return None
+        path.append(str(found["name"]))
+        node, rest = found, rest[1:]
+    known = {str(d["name"]).lower(): str(d["name"]) for d in node.get("options") or []}
+    typed = {known[t.name]: t.value for t in rest if t.name is not None and t.name in known}
+    return path, node, typed
 
 
 def _subcommands(node: Json) -> list[Json]:

@@ -16,8 +16,10 @@ as strings, as on Discord's wire, because JavaScript numbers cannot hold them.
 Routes: ``GET /`` the page; ``GET /api/state``; ``GET /api/channels/{id}/messages``;
 ``POST /api/messages`` ``{channel_id, user_id, content}`` as JSON, or as a multipart
 form with ``files`` parts (an upload); ``POST /api/command``
-``{channel_id, user_id, text}``; ``POST /api/click`` ``{message_id, custom_id,
-user_id[, values]}``; ``GET /api/events`` (SSE).
+``{channel_id, user_id, text}``; ``POST /api/autocomplete`` ``{channel_id, user_id,
+text}`` (the bot's choices for the option being typed at the end of ``text``);
+``POST /api/click`` ``{message_id, custom_id, user_id[, values]}``; ``GET /api/events``
+(SSE); ``GET /favicon.ico``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from bot.playground.commands_text import (
     ROLE,
     CommandTextError,
     parse_command,
+    parse_typing,
 )
 from bot.playground.view import PageView, World
 from fakediscord import MAX_CONTENT, MAX_FILE_BYTES, MAX_FILES, FakeDiscord, UserFile
@@ -46,6 +49,8 @@ STATIC_DIR = Path(__file__).with_name("static")
 KEEPALIVE_SECONDS = 15.0
 COALESCE_SECONDS = 0.05
 """After a change, wait this long so a burst of changes becomes one event."""
+AUTOCOMPLETE_SECONDS = 3.0
+"""Discord gives a bot 3 s to answer an autocomplete; later, the client shows nothing."""
 UPLOAD_HEADER = "X-Playground-Upload"
 """Sent with every multipart upload: a header a cross-site form cannot add."""
 READ_CHUNK = 64 * 1024
@@ -87,11 +92,13 @@ class PlaygroundWeb:
         # which applies Discord's own limits part by part.
         app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._index)
+        app.router.add_get("/favicon.ico", self._favicon)  # asked for by browsers and tools
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         app.router.add_get("/api/state", self._state)
         app.router.add_get("/api/channels/{channel_id}/messages", self._messages)
         app.router.add_post("/api/messages", self._send)
         app.router.add_post("/api/command", self._command)
+        app.router.add_post("/api/autocomplete", self._autocomplete)
         app.router.add_post("/api/click", self._click)
         app.router.add_get("/api/events", self._events)
         return app
@@ -184,6 +191,12 @@ class PlaygroundWeb:
     async def _index(self, _request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
+    async def _favicon(self, _request: web.Request) -> web.FileResponse:
+        """The page's icon (also linked from index.html), so no load of it ends in a 404."""
+        return web.FileResponse(
+            STATIC_DIR / "favicon.svg", headers={"Content-Type": "image/svg+xml"}
+        )
+
     async def _state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.view.snapshot())
 
@@ -249,6 +262,37 @@ class PlaygroundWeb:
                 "interaction_id": str(handle.id),
                 "command": parsed.command,
                 "options": {k: _jsonable(v) for k, v in parsed.options.items()},
+            }
+        )
+
+    async def _autocomplete(self, request: web.Request) -> web.Response:
+        """The bot's choices for the option being typed at the end of ``text``, as Discord's
+        client asks for them (an autocomplete interaction); none when it offers none."""
+        body = await self._body(request)
+        channel_id = self._channel(_int(body, "channel_id"))
+        user_id = self._member(_int(body, "user_id"))
+        typing = parse_typing(str(body.get("text") or ""), self.view.definitions())
+        if typing is None:
+            return web.json_response({"choices": []})
+        try:
+            handle = await self.fake.autocomplete(
+                self.world.guild_id,
+                channel_id,
+                user_id,
+                typing.command,
+                typing.typed,
+                focused=typing.focused,
+                bot=self.world.bot_user_id,
+            )
+            async with asyncio.timeout(AUTOCOMPLETE_SECONDS):
+                answer = await handle.wait_response()
+        except (ValueError, LookupError, RuntimeError, TimeoutError):
+            return web.json_response({"choices": []})  # no choices is what Discord shows
+        choices = (answer.body.get("data") or {}).get("choices") or []
+        return web.json_response(
+            {
+                "option": typing.focused,
+                "choices": [{"name": str(c["name"]), "value": str(c["value"])} for c in choices],
             }
         )
 

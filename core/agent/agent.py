@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from core.agent.compaction import CompactionSettings, compact
+from core.agent.compaction import CompactionSettings, NotCompacted, compact
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
@@ -429,9 +429,10 @@ class Agent:
             self.model = model
             self.model_info = info
 
-    async def compact(self, instructions: str | None = None) -> Compacted | None:
-        """``/compact``: summarise the older conversation now; None if there is too
-        little to cut. Refused (AgentBusy) while a turn runs.
+    async def compact(self, instructions: str | None = None) -> Compacted | NotCompacted:
+        """``/compact``: summarise the older conversation now, if that makes it smaller
+        (else :class:`NotCompacted` says why, and the conversation is unchanged).
+        Refused (AgentBusy) while a turn runs.
 
         Raises:
             ProviderError: the model could not write the summary; nothing changed.
@@ -440,7 +441,7 @@ class Agent:
             if self.running:
                 raise AgentBusy(self.session_key)
             done = await compact(self, turn_id=None, reason="command", instructions=instructions)
-        if done is not None:
+        if isinstance(done, Compacted):
             self.emit(done)
         return done
 

@@ -14,6 +14,12 @@ never separated from its result (results come before the next step) and a steer
 never from the step it steered. A provider that answers "context length
 exceeded" gets one compaction and one retry (:func:`is_context_overflow`).
 
+A compaction only ever makes the prompt smaller. When the part that may be cut
+is too small for any summary to be shorter, the model is not asked; when the
+summary it writes is no shorter than what it would replace, the summary is
+thrown away (its tokens are still counted as spent). Either way the session
+stays as it was and the caller gets a :class:`NotCompacted` saying why.
+
 Token counts here are the estimate of :mod:`core.agent.usage`, also used for
 the thread's notice ("12,345 → 2,345 tokens").
 """
@@ -31,6 +37,7 @@ from core.agent.events import Compacted
 from core.agent.messages import readable, summary_message, to_message
 from core.agent.usage import (
     ModelInfo,
+    counted,
     estimate_message,
     estimate_prompt,
     estimate_text,
@@ -46,6 +53,7 @@ from core.sessions.tree import SessionTree
 __all__ = [
     "Compacted",
     "CompactionSettings",
+    "NotCompacted",
     "compact",
     "is_context_overflow",
     "needs_compaction",
@@ -79,6 +87,21 @@ _OVERFLOW: Final = re.compile(
 class CompactionSettings:
     reserve_tokens: int = 4096
     keep_recent_tokens: int = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class NotCompacted:
+    """Why a compaction left the session as it was.
+
+    ``reason``: ``"too-little"`` (nothing may be cut, or what may be is smaller
+    than any summary could be) or ``"not-smaller"`` (the model's summary came out
+    no shorter than the conversation it would have replaced). ``tokens`` is the
+    prompt as it stays; ``with_summary`` what it would have been with the summary.
+    """
+
+    reason: Literal["too-little", "not-smaller"]
+    tokens: int
+    with_summary: int | None = None
 
 
 class CompactionHost(Protocol):
@@ -188,10 +211,10 @@ async def _summarise(
             elif isinstance(event, StreamDone):
                 done = event
     text = "".join(parts).strip()
-    if done.usage is not None:
-        return text, done.usage, False
-    estimate = Usage(prompt_tokens=estimate_prompt(messages), completion_tokens=estimate_text(text))
-    return text, estimate, True
+    usage, estimated = counted(
+        done.usage, prompt=estimate_prompt(messages), answer=estimate_text(text)
+    )
+    return text, usage, estimated
 
 
 async def compact(
@@ -200,21 +223,25 @@ async def compact(
     turn_id: str | None,
     reason: Reason,
     instructions: str | None = None,
-) -> Compacted | None:
-    """Summarise the older part of the conversation; None when there is nothing to cut.
+) -> Compacted | NotCompacted:
+    """Summarise the older part of the conversation, if that makes the prompt smaller.
 
     Raises:
         ProviderError: the model could not write the summary (nothing is recorded).
     """
     summary, events = _readable(host.tree)
     cut = plan_cut(events, host.compaction.keep_recent_tokens)
-    if cut is None:
-        return None
     system = [ChatMessage(role="system", content=host.system_prompt)] if host.system_prompt else []
     earlier = [summary_message(summary)] if summary else []
     named = host.tree.people > 1
     everything = [*system, *earlier, *(to_message(e, named=named) for e in events)]
+    before = estimate_prompt(everything)
+    if cut is None:
+        return NotCompacted("too-little", before)
     older = [to_message(e, named=named) for e in events[:cut]]
+    replaced = estimate_prompt([*earlier, *older])
+    if replaced <= estimate_message(summary_message("")):  # no summary can be shorter
+        return NotCompacted("too-little", before)
     # Each request must fit the window with its answer: the older part goes in pieces
     # when it is long, each folded into the summary so far.
     budget = host.model_info.context_window - host.compaction.reserve_tokens - REQUEST_OVERHEAD
@@ -232,31 +259,28 @@ async def compact(
         )
         estimated = estimated or guessed
     kept = [*system, summary_message(text), *(to_message(e, named=named) for e in events[cut:])]
-    before, after = estimate_prompt(everything), estimate_prompt(kept)
-    items: list[AppendItem] = [
-        as_item(
-            CompactionPayload(
-                summary=text,
-                first_kept_node_id=events[cut].node_id,
-                tokens_before=before,
-                tokens_after=after,
-                reason=reason,
-                instructions=instructions,
-                model=host.model,
-            )
-        )
-    ]
-    items.append(
-        as_item(
-            usage_payload(
-                turn_id or f"compact-{uuid.uuid4().hex}",
-                usage,
-                host.model_info,
-                model=host.model,
-                estimated=estimated,
-                purpose="compaction",
-            )
+    after = estimate_prompt(kept)
+    spent = as_item(
+        usage_payload(
+            turn_id or f"compact-{uuid.uuid4().hex}",
+            usage,
+            host.model_info,
+            model=host.model,
+            estimated=estimated,
+            purpose="compaction",
         )
     )
-    await host.append_many(items)
+    if after >= before:  # the summary would make it bigger: keep the history as it is
+        await host.append_many([spent])
+        return NotCompacted("not-smaller", before, after)
+    mark = CompactionPayload(
+        summary=text,
+        first_kept_node_id=events[cut].node_id,
+        tokens_before=before,
+        tokens_after=after,
+        reason=reason,
+        instructions=instructions,
+        model=host.model,
+    )
+    await host.append_many([as_item(mark), spent])
     return Compacted(host.session_key, turn_id, before, after, reason)

@@ -42,6 +42,7 @@ from core.agent.compaction import (
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
+    Compacted,
     SteeringInjected,
     TextDelta,
     ToolFinished,
@@ -53,7 +54,7 @@ from core.agent.events import (
 from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
 from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
-from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, usage_payload
+from core.agent.usage import ModelInfo, counted, estimate_prompt, estimate_text, usage_payload
 from core.attachments import AttachmentRecord
 from core.errors import ProviderError
 from core.providers.types import (
@@ -63,7 +64,6 @@ from core.providers.types import (
     ToolCall,
     ToolCallReady,
     ToolSpec,
-    Usage,
 )
 from core.providers.types import TextDelta as ProviderText
 from core.sessions.events import DeliveryMode, SessionEvent
@@ -306,13 +306,9 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
             ) from again
     calls = _unique_ids(calls, turn_id, step)
     text = "".join(parts)
-    usage, estimated = done.usage, False
-    if usage is None:  # the server said nothing: count as documented in core.agent.usage
-        answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
-        usage, estimated = (
-            Usage(prompt_tokens=estimate_prompt(messages, specs), completion_tokens=answer),
-            True,
-        )
+    # What the server did not count is estimated, as documented in core.agent.usage.
+    answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
+    usage, estimated = counted(done.usage, prompt=estimate_prompt(messages, specs), answer=answer)
     items: list[AppendItem] = [
         as_item(
             AssistantMessagePayload(
@@ -359,9 +355,10 @@ async def _compacted(
     host: LoopHost, turn_id: str, reason: Literal["threshold", "overflow"]
 ) -> bool:
     done = await compact(host, turn_id=turn_id, reason=reason)
-    if done is not None:
+    if isinstance(done, Compacted):
         host.emit(done)
-    return done is not None
+        return True
+    return False
 
 
 async def _run_tool(host: LoopHost, turn_id: str, step: int, call: ToolCall) -> None:

@@ -1,11 +1,13 @@
 """Tokens and cost of a model call, counted by the provider or estimated by the bot.
 
 Most servers report usage at the end of a streamed answer (the OpenAI-compatible
-client asks for it with ``stream_options.include_usage``). Some do not; then the
-bot estimates, and says so (``estimated`` on the ``usage`` event): **one token
-per four characters** of every message's text and tool-call arguments, plus four
-tokens per message for its role and framing, plus the tools' JSON schemas the
-same way. That is the usual rule of thumb for English text and code with
+client asks for it with ``stream_options.include_usage``). Some do not, or leave
+a count at zero for an answer that plainly had words (a server that counts only
+the prompt; the playground's demo model, which has no tokenizer); then the bot
+estimates that count, and says so (``estimated`` on the ``usage`` event, ``≈``
+in ``/usage``): **one token per four characters** of every message's text and
+tool-call arguments, plus four tokens per message for its role and framing, plus
+the tools' JSON schemas the same way. That is the usual rule of thumb for English text and code with
 GPT-style tokenizers; it errs a little high on prose, which is the safe side
 for deciding when to compact.
 
@@ -28,6 +30,7 @@ from core.sessions.payloads import UsagePayload
 __all__ = [
     "CHARS_PER_TOKEN",
     "ModelInfo",
+    "counted",
     "estimate_prompt",
     "estimate_text",
     "priced",
@@ -75,6 +78,22 @@ def estimate_prompt(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] =
         schema = json.dumps(tool.parameters, separators=(",", ":"))
         tokens += estimate_text(tool.name) + estimate_text(tool.description) + estimate_text(schema)
     return tokens
+
+
+def counted(reported: Usage | None, *, prompt: int, answer: int) -> tuple[Usage, bool]:
+    """One model call's usage: what the server reported, each count it left at zero while
+    there was something to count replaced by the estimate (``prompt``, ``answer``); True
+    when any count is an estimate."""
+    if reported is None:
+        return Usage(prompt_tokens=prompt, completion_tokens=answer), True
+    missing: dict[str, int] = {}
+    if reported.prompt_tokens == 0 and prompt:
+        missing["prompt_tokens"] = prompt
+    if reported.completion_tokens == 0 and answer:
+        missing["completion_tokens"] = answer
+    if not missing:
+        return reported, False
+    return reported.model_copy(update=missing), True
 
 
 def priced(usage: Usage, info: ModelInfo) -> float | None:

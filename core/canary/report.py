@@ -116,6 +116,12 @@ class _Group:
     bound: int = 0
     unbound: int = 0
 
+    @property
+    def empty(self) -> bool:
+        """Nothing counted: only events the report does not count (a config change, say)."""
+        counters = (self.by_mode, self.by_path, self.fallbacks, self.failures, self.expiries)
+        return not any(counters) and not self.bound and not self.unbound
+
     def summary(self, account: str, guild: str) -> GroupSummary:
         return GroupSummary(
             account=account,
@@ -272,7 +278,7 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
         events_counted=len(counted),
         first_timestamp=counted[0].ts if counted else None,
         last_timestamp=counted[-1].ts if counted else None,
-        groups=[g.summary(*key) for key, g in sorted(groups.items())],
+        groups=[g.summary(*key) for key, g in sorted(groups.items()) if not g.empty],
         duplicates=duplicates,
         hidden_fallbacks=hidden,
         webhook_failures=failures,

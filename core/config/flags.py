@@ -35,12 +35,16 @@ __all__ = [
     "FLAG_NAMES",
     "FLAG_SPAWN_SUBAGENT_SESSIONS",
     "RUNTIME_SOURCE",
+    "FlagKeyMatch",
     "FlagSource",
     "FlagValue",
     "ThreadBindingSettings",
+    "find_flag_path",
+    "flag_is_bool",
     "overridable_paths",
     "resolve_flag",
     "resolve_thread_bindings",
+    "shortest_flag_key",
     "validate_override",
 ]
 
@@ -261,6 +265,77 @@ def overridable_paths(config: FlagSource) -> list[str]:
         prefix = f"channels.discord.accounts.{account_id}.threadBindings."
         paths += [prefix + key for key in FLAG_NAMES]
     return paths
+
+
+_ACCOUNT_KEY_PARTS = 3
+"""An account's own flag is named with its account: ``<id>.threadBindings.<flag>`` at least."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlagKeyMatch:
+    """What a flag key an admin typed names: ``path`` when exactly one flag, else the
+    ``candidates`` it could mean (none for a key that names no flag)."""
+
+    key: str
+    path: str | None
+    candidates: tuple[str, ...]
+
+
+def _fold(part: str) -> str:
+    """One path component as compared: case, ``_`` and ``-`` do not matter."""
+    return part.lower().replace("_", "").replace("-", "")
+
+
+def _is_account_path(path: str) -> bool:
+    return path.split(".")[2:3] == ["accounts"]
+
+
+def find_flag_path(config: FlagSource, key: str) -> FlagKeyMatch:
+    """The overridable flag path ``key`` names: the path itself, or any unambiguous
+    suffix of it (``spawnSubagentSessions``, ``discord.threadBindings.enabled``).
+
+    Components compare without regard to case, ``_`` or ``-``, so the Python
+    spelling (``spawn_subagent_sessions``) names the flag too. A key too short to
+    name an account (fewer than three components) means the server-wide levels
+    (``session.…``, ``channels.discord.…``), not an account's own: a bot with one
+    account has an implicit ``default`` one whose flags would otherwise make every
+    short key ambiguous.
+    """
+    text = key.strip()
+    paths = overridable_paths(config)
+    if text in paths:
+        return FlagKeyMatch(key, text, (text,))
+    wanted = [_fold(part) for part in text.split(".")]
+    if not text or not all(wanted):
+        return FlagKeyMatch(key, None, ())
+    found = [
+        path
+        for path in paths
+        if [_fold(part) for part in path.split(".")][-len(wanted) :] == wanted
+        and len(path.split(".")) >= len(wanted)
+    ]
+    if len(found) > 1 and len(wanted) < _ACCOUNT_KEY_PARTS:
+        found = [path for path in found if not _is_account_path(path)]
+    return FlagKeyMatch(key, found[0] if len(found) == 1 else None, tuple(found))
+
+
+def shortest_flag_key(config: FlagSource, path: str) -> str:
+    """The shortest key :func:`find_flag_path` reads as ``path`` (what help texts show)."""
+    parts = path.split(".")
+    for size in range(1, len(parts) + 1):
+        key = ".".join(parts[-size:])
+        if find_flag_path(config, key).path == path:
+            return key
+    return path
+
+
+def flag_is_bool(path: str) -> bool:
+    """Whether the flag at ``path`` is on/off (else a number of hours).
+
+    Raises:
+        ConfigError: ``path`` does not end with a flag name.
+    """
+    return _flag(path.rsplit(".", 1)[-1]).is_bool
 
 
 def validate_override(config: FlagSource, path: str, raw: str | bool | int | float) -> bool | float:

@@ -34,6 +34,7 @@ import json
 import sys
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from mcp import Client
@@ -153,6 +154,8 @@ class McpConnection:
         clock: times starts and calls.
         mode: the protocol era to speak: ``"auto"`` (ask the server), ``"legacy"``
             (the 2025 ``initialize`` handshake) or a 2026 version string. Tests pin it.
+        cwd: the directory a ``command`` server is started in, so relative paths in
+            its command resolve there (the config file's directory); None: the bot's.
     """
 
     def __init__(
@@ -163,9 +166,11 @@ class McpConnection:
         env: Mapping[str, str],
         clock: Clock,
         mode: str = "auto",
+        cwd: Path | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        self._cwd = cwd
         self._env = env
         self._clock = clock
         self._mode = mode
@@ -351,7 +356,7 @@ class McpConnection:
                 f"the bot's environment has no {names}.",
             )
         env = {name: self._env[var] for name, var in self.config.env_from.items()}
-        return StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=self._cwd)
 
     # -- the owner task --------------------------------------------------------------
 

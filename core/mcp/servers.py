@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from pathlib import Path
 
 from core.clock import Clock
 from core.config import McpServerConfig
@@ -27,6 +28,8 @@ class McpServers:
         configs: the ``[mcp_servers.<name>]`` tables.
         env: the bot's environment (each server reads only what its ``env_from`` names).
         clock: times starts and calls.
+        cwd: where ``command`` servers start, so a relative path in a command resolves
+            next to the config file (``Config.base_dir``); None: the bot's directory.
     """
 
     def __init__(
@@ -35,10 +38,12 @@ class McpServers:
         *,
         env: Mapping[str, str],
         clock: Clock,
+        cwd: Path | None = None,
     ) -> None:
         self._configs = dict(configs)
         self._env = env
         self._clock = clock
+        self._cwd = cwd
         self._connections: dict[str, McpConnection] = {}
 
     def names(self) -> list[str]:
@@ -60,7 +65,9 @@ class McpServers:
                     f"no MCP server named {name!r} is configured (configured: {known}); "
                     f"add an [mcp_servers.{name}] table or fix the name."
                 )
-            connection = McpConnection(name, config, env=self._env, clock=self._clock)
+            connection = McpConnection(
+                name, config, env=self._env, clock=self._clock, cwd=self._cwd
+            )
             self._connections[name] = connection
         return connection
 

@@ -14,7 +14,8 @@ script from the conversation alone, so it is stateless and deterministic:
 - a steering message (the loop renders it as ``<steering …>text</steering>``) is
   acknowledged in the next step's text: "changing course";
 - after ``steps`` tool results the turn ends with a final answer that quotes the
-  task and every steer, so a reader can tell the steer was taken into account;
+  task and every steer, so a reader can tell the steer was taken into account, and
+  what each demo tool answered, or that a call was denied and not run;
   it names every file the turn's messages carried (a text file by its lines, an
   image by its type and size), so an upload can be seen to reach the model, and
   when the task asks for code it answers with a small markdown sample (a heading,
@@ -43,7 +44,6 @@ from core.providers.types import (
     ToolCall,
     ToolCallReady,
     ToolSpec,
-    Usage,
 )
 
 __all__ = ["LABEL", "DemoPlan", "DemoProvider", "plan_reply"]
@@ -113,6 +113,24 @@ def _files_seen(message: ChatMessage) -> list[str]:
     return seen
 
 
+_NOT_RUN = ("denied", "not run")
+"""How the loop's result for a call that did not get approval begins."""
+
+
+def _tool_outcomes(turn: Sequence[ChatMessage]) -> list[str]:
+    """A sentence per demo tool call of the turn: what it answered, or that it was not run."""
+    said = []
+    for message in turn:
+        if message.role != "tool" or message.name in (None, "sleep"):
+            continue
+        result = _quote(message.content or "")
+        if (message.content or "").startswith(_NOT_RUN):
+            said.append(f"My call to `{message.name}` was not run ({result}), so I left it out.")
+        else:
+            said.append(f"`{message.name}` answered {result}.")
+    return said
+
+
 def _offered(tools: frozenset[str], suffix: str) -> str | None:
     return next((name for name in sorted(tools) if name.endswith(suffix)), None)
 
@@ -172,6 +190,7 @@ def plan_reply(
             lines.append(f"so this answer follows {_quote(steers[-1])}.")
         else:
             lines.append(f"worked through {done} step{'s' if done != 1 else ''} and finished.")
+        lines += _tool_outcomes(turn)
         if files:
             lines.append("Files I was given: " + ", ".join(files) + ".")
         if "code" in (asks[-1] if asks else "").lower():
@@ -248,13 +267,14 @@ class DemoProvider:
         for start in range(0, len(plan.text), self.chunk_chars):
             yield TextDelta(text=plan.text[start : start + self.chunk_chars])
             await asyncio.sleep(self.chunk_delay)
-        usage = Usage(prompt_tokens=sum(len(m.content or "") for m in messages) // 4)
+        # No usage: the demo has no tokenizer, so the bot estimates both counts and
+        # marks them estimated, as for any server that reports none.
         if plan.sleep or plan.tool is not None:
             name, arguments = plan.tool or "sleep", plan.arguments
             if plan.tool is None:
                 arguments = json.dumps({"seconds": self.sleep_seconds})
             call = ToolCall(id=f"demo_{uuid.uuid4().hex[:16]}", name=name, arguments=arguments)
             yield ToolCallReady(call=call)
-            yield StreamDone(finish_reason="tool_calls", usage=usage)
+            yield StreamDone(finish_reason="tool_calls")
             return
-        yield StreamDone(finish_reason="stop", usage=usage)
+        yield StreamDone(finish_reason="stop")

@@ -63,6 +63,33 @@ class TestRun:
         assert "secret-value-123" not in result.stderr + result.stdout
 
 
+class TestHelp:
+    def test_help_lists_every_command_one_line_each(self, tmp_path: Path) -> None:
+        """``--help`` names run and canary, each on its own line with what it does."""
+        result = run_bot("--help", cwd=tmp_path)
+        assert result.returncode == 0
+        listed = result.stdout.split("commands:\n", 1)[1].splitlines()
+        assert [line.split()[0] for line in listed if line.startswith("  ")] == ["run", "canary"]
+        assert "  canary  the canary report of the bot's JSON log" in result.stdout
+        assert "python -m bot canary LOGFILE" in result.stdout
+
+    def test_an_unknown_command_names_the_known_ones(self, tmp_path: Path) -> None:
+        result = run_bot("canery", "bot.jsonl", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [
+            "python -m bot: unknown command 'canery'; the commands are run, canary "
+            "(python -m bot --help says what each does)"
+        ]
+
+    def test_run_may_be_named(self, tmp_path: Path) -> None:
+        """``python -m bot run --config …`` is the default command, spelled out."""
+        config = tmp_path / "config.toml"
+        config.write_text("[channels.discord.threadBindings]\nspawnSubagentSesions = true\n")
+        result = run_bot("run", "--config", str(config), cwd=tmp_path)
+        assert result.returncode == 2
+        assert "spawnSubagentSesions" in result.stderr
+
+
 def log_line(event: str, minute: int, **fields: object) -> str:
     stamp = f"2026-01-01T00:{minute:02d}:00.000000Z"
     return json.dumps({"event": event, "timestamp": stamp, "level": "info", **fields})

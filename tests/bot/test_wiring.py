@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 from pathlib import Path
+
+import pytest
 
 from bot.wiring import build_services
 from core.bindings.records import ConversationRef
 from core.clock import FakeClock
-from core.config import Config, parse_config
+from core.config import Config, load_config, parse_config
 from core.leases import Leases
 from core.providers.scripted import ScriptedProvider
 from core.store import open_database
+from tests.core.mcp.helpers import TOOLBOX
 
 
 def config_for(tmp_path: Path) -> Config:
@@ -152,5 +156,33 @@ async def test_pick_up_takes_over_a_dead_predecessors_sessions(tmp_path: Path) -
         await services.pick_up()
         assert services.taken_over_sessions == ["agent:1"]
         assert await services.runtime.get("agent:1") is not None  # no SessionBusy
+    finally:
+        await services.close()
+
+
+async def test_relative_paths_in_the_config_file_resolve_next_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--config etc/config.toml`` run from elsewhere: the store, the attachments and an MCP
+    server's relative command are all found in etc/, not in the directory the bot started in."""
+    etc = tmp_path / "etc"
+    (etc / "tools").mkdir(parents=True)
+    shutil.copy(TOOLBOX, etc / "tools" / "toolbox.py")
+    (etc / "config.toml").write_text(
+        '[store]\nurl = "sqlite:///data/bot.db"\nattachments_dir = "files"\n'
+        '[mcp_servers.local]\ncommand = ["python", "tools/toolbox.py"]\n'
+        '[agent]\ntools = ["mcp:local/echo"]\n'
+    )
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)  # a tools/ or data/ here would be the wrong one
+    config = load_config(Path("etc/config.toml"), env={})
+    (etc / "data").mkdir()
+
+    services = await build_services(config, clock=FakeClock(), env={})
+    try:
+        assert services.mcp.connection("local").alive  # started by the start-up check
+        assert (etc / "data" / "bot.db").exists()
+        assert not (tmp_path / "data" / "bot.db").exists()
+        assert config.attachments_path() == etc / "files"
     finally:
         await services.close()

@@ -249,6 +249,23 @@ class TestBuildReport:
         ]
         assert report.groups[1].expiries_by_reason == {"idle-expired": 1}
 
+    def test_a_group_with_nothing_counted_is_left_out(self) -> None:
+        """Events the report does not count (a config change) make no empty group."""
+        lines = [
+            line("config.changed", 0, key="k", old=None, new=True, actor="u", scope="g1"),
+            line("binding.lifetime_changed", 1, binding_id="b-1"),
+            resolved(2),
+        ]
+        report = build_report(lines, since_ts=None)
+        assert [(g.account, g.guild) for g in report.groups] == [("A", "-")]
+        assert report.events_counted == 3
+        text = render_text(report)
+        assert "account -  guild -" not in text
+        assert text.count("account ") == 1
+        only_config = build_report(lines[:1], since_ts=None)
+        assert only_config.groups == []
+        assert "no routing, delivery or binding events in the window" in render_text(only_config)
+
     def test_webhook_failures_are_listed(self) -> None:
         """delivery.failed on the webhook path is listed; bot failures are only counted."""
         fail = {"destination": "thread-1", "binding_id": "b-1", "error": "HTTP 500", "account": "A"}
@@ -371,6 +388,8 @@ class TestRunCanary:
         """--json prints one JSON document with the same data."""
         path = tmp_path / "bot.jsonl"
         emit_session(path, duplicate=True, hidden=True)
+        with path.open("a") as log:  # an admin's change: no account, no guild, not counted
+            log.write(line("config.changed", 9, key="k", old=None, new=True, actor="u") + "\n")
         out = io.StringIO()
         assert run_canary(path, since=None, as_json=True, out=out) == 1
         doc = json.loads(out.getvalue())
@@ -378,6 +397,7 @@ class TestRunCanary:
         assert doc["duplicates"][0]["completion_id"] == "c-1"
         assert doc["hidden_fallbacks"][0]["binding_id"] == "b-42"
         assert doc["groups"][0]["account"] == "A"
+        assert all(group["account"] != "-" for group in doc["groups"])  # no empty group
 
     def test_since_is_relative_to_now(self, tmp_path: Path) -> None:
         """--since counts only lines newer than now minus the duration."""

@@ -11,11 +11,13 @@ from core.config import (
     STORE_SCHEMES,
     Config,
     FlagValue,
+    find_flag_path,
     load_config,
     overridable_paths,
     parse_config,
     resolve_flag,
     resolve_thread_bindings,
+    shortest_flag_key,
     toml_key_path,
     validate_override,
 )
@@ -364,6 +366,69 @@ class TestValidateOverride:
         config = load_text_dict({})
         path = "channels.discord.accounts.default.threadBindings.idleHours"
         assert validate_override(config, path, 3) == 3.0
+
+
+class TestFlagKeys:
+    @pytest.mark.parametrize(
+        ("key", "path"),
+        [
+            ("spawnSubagentSessions", FLAG_SPAWN_SUBAGENT_SESSIONS),
+            ("spawn_subagent_sessions", FLAG_SPAWN_SUBAGENT_SESSIONS),
+            (" threadBindings.SpawnSubagentSessions ", FLAG_SPAWN_SUBAGENT_SESSIONS),
+            ("discord.threadBindings.enabled", "channels.discord.threadBindings.enabled"),
+            ("session.threadBindings.idleHours", "session.threadBindings.idleHours"),
+            (
+                "main.threadBindings.idleHours",
+                "channels.discord.accounts.main.threadBindings.idleHours",
+            ),
+            (
+                "channels.discord.accounts.other.threadBindings.enabled",
+                "channels.discord.accounts.other.threadBindings.enabled",
+            ),
+        ],
+    )
+    def test_an_unambiguous_end_of_a_path_names_the_flag(self, tmp_path: Path, key: str, path: str):
+        """Short keys mean the server-wide levels; an account's flag is named with its id."""
+        found = find_flag_path(load_text(tmp_path, TWO_ACCOUNTS), key)
+        assert (found.path, found.candidates) == (path, (path,))
+
+    @pytest.mark.parametrize(
+        ("key", "candidates"),
+        [
+            (
+                "enabled",
+                ("session.threadBindings.enabled", "channels.discord.threadBindings.enabled"),
+            ),
+            (
+                "threadBindings.maxAgeHours",
+                (
+                    "session.threadBindings.maxAgeHours",
+                    "channels.discord.threadBindings.maxAgeHours",
+                ),
+            ),
+            ("nope", ()),
+            ("", ()),
+            ("threadBindings..enabled", ()),
+            ("Sessions", ()),
+        ],
+    )
+    def test_an_ambiguous_or_unknown_key_names_no_flag(
+        self, tmp_path: Path, key: str, candidates: tuple[str, ...]
+    ):
+        found = find_flag_path(load_text(tmp_path, TWO_ACCOUNTS), key)
+        assert (found.path, found.candidates) == (None, candidates)
+
+    def test_every_path_has_a_shortest_key_that_finds_it(self, tmp_path: Path):
+        config = load_text(tmp_path, TWO_ACCOUNTS)
+        shortest = {path: shortest_flag_key(config, path) for path in overridable_paths(config)}
+        assert shortest[FLAG_SPAWN_SUBAGENT_SESSIONS] == "spawnSubagentSessions"
+        assert shortest["channels.discord.threadBindings.enabled"] == (
+            "discord.threadBindings.enabled"
+        )
+        assert shortest["channels.discord.accounts.other.threadBindings.enabled"] == (
+            "other.threadBindings.enabled"
+        )
+        assert all(find_flag_path(config, key).path == path for path, key in shortest.items())
 
 
 class TestFileErrors:

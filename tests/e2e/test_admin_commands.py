@@ -2,22 +2,42 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from typing import Any
 
 from structlog.testing import capture_logs
 
-from bot.commands.config import ADMINS_ONLY, OPERATORS_ONLY
+from bot.commands.config import ADMINS_ONLY, EXAMPLE, OPERATORS_ONLY
 from bot.commands.focus import NOT_OWNER
 from core.bindings.repository import BindingRepository
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.overrides import EVERY_SERVER
 from core.providers.scripted import Step
-from tests.e2e.conftest import StartBot
-from tests.e2e.helpers import bound_thread, content, ephemeral, run, settle, spawn
+from tests.e2e.conftest import Bot, StartBot
+from tests.e2e.helpers import TIMEOUT, bound_thread, content, ephemeral, run, settle, spawn
 from tests.fakediscord.conftest import World
 
 SPAWN_PATH = FLAG_SPAWN_SUBAGENT_SESSIONS
 HOUR_MS = 3_600_000
+
+
+async def choices(
+    bot: Bot, command: str, focused: str, *, user: Any = None, **typed: str
+) -> list[tuple[str, str]]:
+    """What Discord's client offers while the admin (or ``user``) types in ``focused``."""
+    handle = await bot.fake.autocomplete(
+        bot.world.guild,
+        bot.world.channel.id,
+        user or bot.world.admin,
+        command,
+        typed,
+        focused=focused,
+    )
+    async with asyncio.timeout(TIMEOUT):
+        response = await handle.wait_response()
+    assert response.callback_type == 8
+    return [(c["name"], c["value"]) for c in response.body["data"]["choices"]]
 
 
 class TestConfig:
@@ -122,6 +142,83 @@ class TestConfig:
         assert ephemeral(bad)
         assert SPAWN_PATH in content(bad)
         assert bot.services.overrides.for_scope(str(bot.world.guild.id)) == {}
+
+    async def test_the_readme_names_work_as_keys(self, start_bot: StartBot) -> None:
+        """A flag's name, or any unambiguous end of its path, is the flag; so is the example."""
+        bot = await start_bot(spawn_threads=False)
+        admin = bot.world.admin
+        reply = await run(bot, admin, "config get", key="spawnSubagentSessions")
+        assert content(reply) == f"`{SPAWN_PATH}` = `off` (source: `{SPAWN_PATH}`)"
+        example = dict(word.split(":", 1) for word in EXAMPLE.split()[2:])
+        reply = await run(bot, admin, "config set", **example)
+        assert content(reply) == f"`{SPAWN_PATH}` set to `on` (was `off`) in this server."
+        assert bot.services.overrides.spawns_threads(str(bot.world.guild.id))
+        reply = await run(bot, admin, "config reset", key="threadBindings.spawnSubagentSessions")
+        assert "removed in this server; now `off`" in content(reply)
+        reply = await run(bot, admin, "config get", key="discord.threadBindings.idleHours")
+        assert content(reply).startswith("`channels.discord.threadBindings.idleHours` = `24.0`")
+
+    async def test_an_ambiguous_key_lists_the_clear_ones(self, start_bot: StartBot) -> None:
+        """``enabled`` is a flag of [session] and of the channel: both keys are offered."""
+        bot = await start_bot()
+        reply = await run(bot, bot.world.admin, "config set", key="enabled", value="off")
+        assert ephemeral(reply)
+        assert content(reply) == (
+            "`enabled` could be any of these flags: `session.threadBindings.enabled`, "
+            "`discord.threadBindings.enabled`. Use one of those keys."
+        )
+        assert bot.services.overrides.for_scope(str(bot.world.guild.id)) == {}
+
+    async def test_a_mistyped_key_is_answered_in_a_few_words(self, start_bot: StartBot) -> None:
+        """No config-file error: the nearest flag, the flag names and a working example."""
+        bot = await start_bot()
+        reply = await run(bot, bot.world.admin, "config get", key="spawnSubagentSesions")
+        text = content(reply)
+        assert "<runtime>" not in text
+        assert "\n" not in text
+        assert "Did you mean `spawnSubagentSessions`?" in text
+        assert f"`{EXAMPLE}`" in text
+        bad = await run(bot, bot.world.admin, "config set", key="idleHours", value="soon")
+        assert content(bad) == (
+            "`idleHours` could be any of these flags: `session.threadBindings.idleHours`, "
+            "`discord.threadBindings.idleHours`. Use one of those keys."
+        )
+        bad = await run(
+            bot, bot.world.admin, "config set", key="spawnSubagentSessions", value="maybe"
+        )
+        assert content(bad) == (
+            f"`{SPAWN_PATH}` was not changed: it takes true/false, on/off or yes/no (got 'maybe')."
+        )
+
+    async def test_key_and_value_are_autocompleted(self, start_bot: StartBot) -> None:
+        """Typing a key offers the flag paths with their value here; the value, what fits."""
+        bot = await start_bot(spawn_threads=False)
+        offered = await choices(bot, "config get", "key", key="spawn")
+        assert offered == [
+            (f"{SPAWN_PATH} = off", SPAWN_PATH),
+            (
+                "channels.discord.accounts.default.threadBindings.spawnSubagentSessions = off",
+                "channels.discord.accounts.default.threadBindings.spawnSubagentSessions",
+            ),
+        ]
+        every = await choices(bot, "config set", "key", key="")
+        assert len(every) == 11  # 3 [session] flags, 4 channel flags, 4 of the account
+        assert await choices(bot, "config set", "value", key="spawnSubagentSessions") == [
+            ("on", "on"),
+            ("off", "off"),
+        ]
+        hours = await choices(
+            bot,
+            "config set",
+            "value",
+            key=SPAWN_PATH.replace("spawnSubagentSessions", "idleHours"),
+            value="1",
+        )
+        assert hours == [("1 hour", "1"), ("168 hours (a week)", "168")]
+        assert await choices(bot, "config set", "value", key="nope", value="") == []
+        alice = bot.world.alice  # not an administrator: nothing offered, values included
+        assert await choices(bot, "config get", "key", user=alice, key="") == []
+        assert await choices(bot, "config set", "value", user=alice, key=SPAWN_PATH) == []
 
     async def test_group_is_hidden_from_non_admins_by_default(self, start_bot: StartBot) -> None:
         """The registered /config command carries Administrator as its default permission."""

@@ -31,6 +31,7 @@ AGENTS: dict[str, Any] = {
     "writer": {"display_name": "Writer", "user_startable": False},
 }
 EPHEMERAL = 1 << 6
+AGENT_SETTINGS: dict[str, Any] = {"idle_evict_seconds": 60}
 SCOUT_ANSWER = "Lisbon looks best."
 BRIEF_ANSWER = "## Lisbon trip\nThree days, trains only."
 BRIEF_INPUT = "Handoff from Scout — brief: Lisbon trip\n\nThree days, trains only."
@@ -105,6 +106,14 @@ async def press_brief(bot: Bot, record: Any, user: Any) -> tuple[InteractionHand
     return handle, offer
 
 
+async def listed_agents(bot: Bot) -> str:
+    """What /agents list answers alice."""
+    w = bot.world
+    handle = await bot.fake.invoke_command(w.guild, w.channel, w.alice, "agents list")
+    async with asyncio.timeout(TIMEOUT):
+        return str((await handle.wait_response()).body["data"]["content"])
+
+
 # -- tests -----------------------------------------------------------------------------
 
 
@@ -116,9 +125,11 @@ class TestBriefAndAccept:
         bot, record = await scout_session(
             start_bot,
             [Step(text=SCOUT_ANSWER), Step(text=BRIEF_ANSWER), Step(text=WRITER_ANSWER)],
+            agent_settings=AGENT_SETTINGS,
         )
         key, thread_id = record.target_session_key, int(record.conversation.conversation_id)
         alice = bot.world.alice
+        assert (await listed_agents(bot)).startswith(f"**Scout** `{key}` ")
         button = await brief_message(bot, thread_id)
         assert buttons(button)[f"tb:brief:{record.binding_id}"]["label"] == BRIEF_LABEL
         assert button.allowed_mentions == {"parse": []}
@@ -159,7 +170,11 @@ class TestBriefAndAccept:
         assert offer.allowed_mentions == {"parse": []}
         pressed = bot.fake.message(button.id)
         assert all(b.get("disabled") for b in buttons(pressed).values())
-        assert f"<@{alice.id}>" in pressed.content
+        assert pressed.content == (  # what happened: alice asked, Scout wrote it
+            f"Scout wrote the brief <@{alice.id}> asked for: **Lisbon trip**. "
+            "The handoff to Writer is offered below."
+        )
+        assert "confirmed" not in pressed.content
 
         handle = await bot.fake.click_button(offer, f"tb:handoff:accept:{handoff.id}", alice)
         async with asyncio.timeout(TIMEOUT):
@@ -182,6 +197,13 @@ class TestBriefAndAccept:
         assert all(b.get("disabled") for b in buttons(settled).values())
         assert f"Accepted by <@{alice.id}>" in settled.content
         assert len(bot.services.bindings.live()) == 1  # the same thread, no new one
+
+        listed = await listed_agents(bot)
+        assert listed.startswith(f"**Writer** (handed over from Scout) `{key}` idle")
+        bot.services.runtime.evict_idle()  # (nothing idle long enough yet)
+        await bot.clock.advance(AGENT_SETTINGS["idle_evict_seconds"])
+        assert bot.services.runtime.evict_idle() == [key]
+        assert (await listed_agents(bot)).startswith(f"**Writer** (handed over from Scout) `{key}`")
 
     async def test_artifacts_command_lists_the_brief(self, start_bot: StartBot) -> None:
         """/artifacts lists the session's artifacts ephemerally; elsewhere it says why not."""

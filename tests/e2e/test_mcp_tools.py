@@ -98,6 +98,25 @@ async def session_thread(bot: Bot, task: str = "what time is it") -> tuple[str, 
     return record.target_session_key, int(record.conversation.conversation_id)
 
 
+async def waiting_line(bot: Bot, thread: int) -> Message:
+    """The persona message whose line says the call waits for approval."""
+    async with asyncio.timeout(TIMEOUT):
+        return await bot.fake.wait_for_message(
+            thread,
+            lambda m: m.webhook_id is not None and "⏸️ waiting for approval" in m.content,
+        )
+
+
+def call_lines(bot: Bot, thread: int, name: str) -> list[tuple[int, str]]:
+    """Every line naming the call ``name`` in the thread's persona messages, with its message."""
+    return [
+        (m.id, line)
+        for m in persona_messages(bot.fake, thread)
+        for line in m.content.splitlines()
+        if f"`{name}`" in line
+    ]
+
+
 def press(bot: Bot, message: Message, action: str, user: Any) -> Any:
     (custom_id,) = [c for c in buttons(message) if c.startswith(f"tb:approval:{action}:")]
     return bot.fake.click_button(message, custom_id, user)
@@ -122,6 +141,11 @@ class TestToolCalls:
         assert offered == {"clock__get_current_time", "clock__convert_time"}
         spoken = "\n".join(m.content for m in persona_messages(bot.fake, thread))
         assert "-# 🔧 `clock__get_current_time` · timezone: Europe/Paris · ✅ ok" in spoken
+        (line,) = [text for _, text in call_lines(bot, thread, "clock__get_current_time")]
+        assert line.startswith(
+            "-# 🔧 `clock__get_current_time` · timezone: Europe/Paris · ✅ ok → "
+            "timezone: Europe/Paris, datetime: "
+        )  # the result, shortened
         assert "It is lunchtime in Paris." in spoken
         assert_pings_nobody(bot.fake)
 
@@ -227,6 +251,8 @@ class TestFailingServers:
         assert "turn_cancelled" in types
         assert "turn_ended" not in types
         assert len(bot.provider.calls) == 1  # the model was not called again
+        ((_, line),) = call_lines(bot, thread, "toolbox__wait")
+        assert line.endswith("· ⏹️ cancelled")  # not "…" for good
 
 
 APPROVE_CONVERT = {"command": CLOCK["command"], "require_approval": ["convert_time"]}
@@ -246,6 +272,7 @@ class TestApprovals:
         message = await approval_message(bot, thread)
         assert "clock__convert_time" in message.content
         assert len(bot.provider.calls) == 1
+        waiting = await waiting_line(bot, thread)
 
         handle = await press(bot, message, "allow", bot.world.alice)
         async with asyncio.timeout(TIMEOUT):
@@ -262,11 +289,17 @@ class TestApprovals:
         spoken = "\n".join(m.content for m in persona_messages(bot.fake, thread))
         assert "clock__convert_time" in spoken
         assert "✅ ok" in spoken
+        # One line for the call, edited in place in the message that showed it waiting.
+        ((message_id, line),) = call_lines(bot, thread, "clock__convert_time")
+        assert message_id == waiting.id
+        assert "· ✅ ok → source: " in line
+        assert "waiting" not in line
         assert_pings_nobody(bot.fake)
 
     async def test_deny_tells_the_model_and_runs_nothing(self, start_bot: StartBot) -> None:
         bot, key, thread = await waiting_for_approval(start_bot)
         message = await approval_message(bot, thread)
+        waiting = await waiting_line(bot, thread)
 
         handle = await press(bot, message, "deny", bot.world.alice)
         async with asyncio.timeout(TIMEOUT):
@@ -275,8 +308,9 @@ class TestApprovals:
         await settle(bot, key)
 
         assert tool_result(bot, "t2").startswith("denied by alice")
-        spoken = "\n".join(m.content for m in persona_messages(bot.fake, thread))
-        assert "⛔ denied" in spoken
+        ((message_id, line),) = call_lines(bot, thread, "clock__convert_time")
+        assert message_id == waiting.id
+        assert line.endswith("· ⛔ denied")
 
     async def test_a_member_who_does_not_own_the_session_is_refused(
         self, start_bot: StartBot
@@ -319,6 +353,7 @@ class TestApprovals:
     ) -> None:
         bot, key, thread = await waiting_for_approval(start_bot)
         message = await approval_message(bot, thread)
+        waiting = await waiting_line(bot, thread)
 
         gate = bot.fake.hold("PATCH", f"/channels/{thread}/messages/{message.id}")
         await run(bot, bot.world.alice, "steer", thread, message="never mind, just say hi")
@@ -334,12 +369,17 @@ class TestApprovals:
 
         assert buttons(shown) == []
         assert "withdrawn" in tool_result(bot, "t2")
+        # (the scripted model calls again after the steer: that call has a line of its own)
+        message_id, line = call_lines(bot, thread, "clock__convert_time")[0]
+        assert message_id == waiting.id
+        assert line.endswith("· ↩️ withdrawn")
 
     async def test_cancel_withdraws_the_request_and_takes_the_buttons_away(
         self, start_bot: StartBot
     ) -> None:
         bot, key, thread = await waiting_for_approval(start_bot)
         message = await approval_message(bot, thread)
+        waiting = await waiting_line(bot, thread)
 
         await run(bot, bot.world.alice, "cancel", thread)
         shown = await edited_to(bot, thread, message.id, "withdrawn")
@@ -350,6 +390,9 @@ class TestApprovals:
         decided = [e.payload for e in agent.tree.events if e.type == "approval.decided"]
         assert [(d["decision"], d["reason"]) for d in decided] == [("withdrawn", "cancel")]
         assert len(bot.provider.calls) == 1
+        ((message_id, line),) = call_lines(bot, thread, "clock__convert_time")
+        assert message_id == waiting.id
+        assert line.endswith("· ↩️ withdrawn")
 
     async def test_the_buttons_work_after_a_restart_and_run_the_call_once(
         self, start_bot: StartBot

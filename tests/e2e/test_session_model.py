@@ -53,7 +53,7 @@ async def test_usage_shows_tokens_cost_and_context(start_bot: StartBot) -> None:
     assert ephemeral(reply)
     assert text.startswith("**Usage of this session**")
     assert "in · " in text
-    assert "out (estimated: the server reported none)" in text
+    assert "out (≈: estimated by the bot at four characters a token" in text
     assert "Cost: unknown (no prices set)" in text
     assert "of 8,192 tokens" in text  # the first provider's window
 
@@ -102,10 +102,13 @@ def replies_and_summaries(messages: Any) -> Step:
 
 
 async def test_compact_on_demand_posts_a_notice_and_is_owner_only(start_bot: StartBot) -> None:
-    bot = await start_bot(replies_and_summaries, providers=PROVIDERS)
+    # Only the last exchange is kept word for word, so there is something to summarise.
+    bot = await start_bot(
+        replies_and_summaries, providers=PROVIDERS, agent_settings={"keep_recent_tokens": 1}
+    )
     key, thread = await session(bot)
-    for text in ("first note", "second note"):
-        await say(bot, thread, key, text)
+    for text in ("first note", "second note"):  # long enough for a summary to be shorter
+        await say(bot, thread, key, f"{text}: " + "remember this detail, " * 20)
     mallory = bot.fake.add_member(bot.world.guild, "mallory")
 
     refused = await run(bot, mallory, "compact", thread)
@@ -121,6 +124,34 @@ async def test_compact_on_demand_posts_a_notice_and_is_owner_only(start_bot: Sta
     read = [m for m in bot.provider.calls[-1] if m.role != "system"]
     assert "Summary: the user keeps notes." in (read[0].content or "")
     assert "keep notes" not in "".join(m.content or "" for m in read[1:])  # the task: summarised
+
+
+async def test_compact_never_makes_the_context_bigger(start_bot: StartBot) -> None:
+    """A summary longer than the conversation it replaces is dropped, and /compact says so."""
+
+    def wordy(messages: Any) -> Step:
+        if messages and messages[0].content == SUMMARY_SYSTEM:
+            return Step(text="In summary, at great length: " + "the user keeps notes. " * 40)
+        return Step(text="noted")
+
+    bot = await start_bot(wordy, providers=PROVIDERS, agent_settings={"keep_recent_tokens": 1})
+    key, thread = await session(bot)
+    for text in ("first note", "second note"):
+        await say(bot, thread, key, f"{text}: " + "a detail, " * 10)
+    agent = await bot.services.runtime.get(key)
+    events = len(agent.tree.events)
+
+    done = await run(bot, bot.world.alice, "compact", thread)
+
+    text = content(done)
+    assert text.startswith("Nothing compacted: with the summary the context would be ")
+    assert "so the summary was dropped" in text
+    assert text.endswith("The session is unchanged.")
+    await settle(bot, key)
+    assert not [m for m in bot.fake.messages_in(thread) if m.content.startswith("🗜️")]
+    assert [e.type for e in agent.tree.events[events:]] == ["usage"]  # its cost, nothing else
+    nothing = await run(bot, bot.world.alice, "compact", thread)
+    assert "The session is unchanged." in content(nothing)
 
 
 async def test_with_two_people_in_a_thread_the_model_reads_who_speaks(

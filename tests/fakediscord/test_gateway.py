@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import discord
+import pytest
 
 from fakediscord import FakeDiscord
+from fakediscord.gateway import HEARTBEAT_ACK
 from tests.fakediscord.conftest import TOKEN, WAIT, Clients, World, intents
+
+INTERVAL = 41.25
+"""The fake gateway's heartbeat interval (FakeDiscord's default), in seconds."""
 
 
 class TestConnect:
@@ -222,6 +229,59 @@ class TestSessions:
 class _NoIdentifyPause(discord.Client):
     async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
         """No 5 s pause before a second IDENTIFY: the fake has no identify rate limit."""
+
+
+class TestHeartbeats:
+    async def test_an_idle_client_is_never_told_it_cannot_keep_up(
+        self,
+        fake: FakeDiscord,
+        world: World,
+        clients: Clients,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """The keep-alive thread's heartbeat, ACKed before the thread records sending it,
+        is not measured against the heartbeat before (a whole interval: "41.3s behind").
+
+        The worst interleaving, forced without waiting for the thread: the heartbeat is
+        sent as the thread sends it, and its send time is never recorded.
+        """
+        acks: asyncio.Queue[None] = asyncio.Queue()
+        client = discord.Client(intents=intents(), enable_debug_events=True)
+
+        @client.event
+        async def on_socket_raw_receive(raw: str) -> None:  # dispatched once it was handled
+            if json.loads(raw)["op"] == HEARTBEAT_ACK:
+                acks.put_nowait(None)
+
+        async def read_acks(count: int) -> None:
+            async with asyncio.timeout(WAIT):
+                for _ in range(count):
+                    await acks.get()
+
+        await clients.start(client, TOKEN)
+        await fake.sync(world.bot.id)
+        await read_acks(fake.gateway.heartbeat_acks(world.bot.id))  # nothing in flight now
+        keep_alive = client.ws._keep_alive
+        assert keep_alive is not None
+        keep_alive._last_send = time.perf_counter() - INTERVAL  # the thread's previous beat
+
+        await client.ws.send_heartbeat(keep_alive.get_payload())  # KeepAliveHandler.run's send
+        await read_acks(1)
+
+        assert keep_alive.latency < 1
+        behind = [r.getMessage() for r in caplog.records if "Can't keep up" in r.getMessage()]
+        assert behind == []
+
+    async def test_a_requested_heartbeat_is_acked_without_asking_again(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """A probe's heartbeat is the answer to a request: ACKed, nothing left waiting."""
+        await clients.start(discord.Client(intents=intents()), TOKEN)
+        before = fake.gateway.heartbeat_acks(world.bot.id)
+        await fake.sync(world.bot.id)
+        assert fake.gateway.heartbeat_acks(world.bot.id) == before + 1
+        (connection,) = [c for c in fake.gateway._connections if c.session]
+        assert not connection.probes
 
 
 def _collect(

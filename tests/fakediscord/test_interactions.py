@@ -41,9 +41,22 @@ class Bot(discord.Client):
         async def whois(interaction: discord.Interaction, member: discord.Member) -> None:
             await interaction.response.send_message(f"{member.name} {member.id}")
 
+        @app_commands.command(name="pick", description="Pick a fruit")
+        async def pick(interaction: discord.Interaction, kind: str, fruit: str) -> None:
+            await interaction.response.send_message(f"{kind} {fruit}")
+
+        @pick.autocomplete("fruit")
+        async def fruits(
+            interaction: discord.Interaction, current: str
+        ) -> list[app_commands.Choice[str]]:
+            kind = interaction.namespace.kind
+            names = [f"{kind} {n}" for n in ("apple", "apricot", "banana") if n.startswith(current)]
+            return [app_commands.Choice(name=n, value=n) for n in names]
+
         guild = discord.Object(id=guild_id) if guild_id else None
         self.tree.add_command(agents, guild=guild)
         self.tree.add_command(whois, guild=guild)
+        self.tree.add_command(pick, guild=guild)
 
     async def setup_hook(self) -> None:
         self.add_view(Confirm(self.clicked))
@@ -76,9 +89,9 @@ class TestCommands:
 
         put = fake.requests_matching("PUT", f"/applications/{world.bot.id}/commands")[0]
         assert put.token == TOKEN
-        assert [c["name"] for c in put.json] == ["agents", "whois"]
+        assert [c["name"] for c in put.json] == ["agents", "whois", "pick"]
         registered = [(c.name, c.guild_id) for c in fake.state.commands.values()]
-        assert registered == [("agents", None), ("whois", None)]
+        assert registered == [("agents", None), ("whois", None), ("pick", None)]
 
     async def test_invoke_runs_the_handler_and_records_response_and_followup(
         self, fake: FakeDiscord, world: World, clients: Clients
@@ -135,6 +148,33 @@ class TestCommands:
         original = handle.original_message
         assert original is not None
         assert (original.content, original.flags & 128) == ("nothing running", 0)
+
+    async def test_autocomplete_asks_the_bot_for_choices(
+        self, fake: FakeDiscord, world: World, clients: Clients
+    ) -> None:
+        """Typing in an autocompleted option sends what was typed; the bot answers with type 8."""
+        await clients.start(Bot(), TOKEN)
+
+        handle = await fake.autocomplete(
+            world.guild,
+            world.channel,
+            world.alice,
+            "pick",
+            {"kind": "ripe", "fruit": "ap"},
+            focused="fruit",
+        )
+
+        response = await handle.wait_response()
+        assert response.callback_type == 8
+        assert [c["value"] for c in response.body["data"]["choices"]] == [
+            "ripe apple",
+            "ripe apricot",
+        ]
+        assert fake.messages_in(world.channel) == []  # choices are no message
+        with pytest.raises(ValueError, match="no autocomplete"):
+            await fake.autocomplete(
+                world.guild, world.channel, world.alice, "pick", {}, focused="kind"
+            )
 
     async def test_invalid_invocations_fail_in_the_test(
         self, fake: FakeDiscord, world: World, clients: Clients

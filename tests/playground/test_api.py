@@ -141,6 +141,106 @@ async def test_bad_commands_are_explained(
     assert "not one of the playground's users" in error["error"]
 
 
+async def test_the_config_example_in_help_works_as_typed(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """/help shows a /config example; typed as it reads, it switches the flag."""
+    playground = await start_playground()
+    page, general, _ = await opened(http, playground, "general")
+    snapshot = await page.get("/api/state")
+    (entry,) = [e for e in snapshot["commands"] if e["usage"].startswith("/config set ")]
+    example = "/config set key:spawnSubagentSessions value:on"
+    assert entry["description"].endswith("e.g. key:spawnSubagentSessions value:on")
+    admin = next(u["id"] for u in snapshot["users"] if u["name"] == "admin")
+    body = {"channel_id": general, "user_id": admin, "text": example.removesuffix(":on") + ":off"}
+    await page.post("/api/command", body)
+
+    def answer() -> str | None:
+        shown = playground.fake.state.messages_in(int(general), include_ephemeral=True)
+        replies = [m.content for m in shown if "set to" in m.content]
+        return replies[0] if replies else None
+
+    reply = await until(playground, answer, "the /config answer")
+    assert reply == (
+        "`channels.discord.threadBindings.spawnSubagentSessions` set to `off` (was `on`) "
+        "in this server."
+    )
+    assert not playground.services.overrides.spawns_threads(str(playground.world.guild_id))
+
+
+def ephemeral_reply(playground: Playground, channel: int, needle: str) -> str | None:
+    shown = playground.fake.state.messages_in(channel, include_ephemeral=True)
+    return next((m.content for m in shown if needle in m.content), None)
+
+
+async def test_model_names_the_demo_model(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """Without a provider, /model says the demo model answers, as every answer is labelled."""
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    page, general, alice = await opened(http, playground, "general")
+    body = {"channel_id": general, "user_id": alice}
+    await page.post("/api/command", body | {"text": '/agents spawn task:"hi" mode:session'})
+    thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+    await page.post("/api/command", body | {"channel_id": str(thread), "text": "/model"})
+
+    reply = await until(
+        playground, lambda: ephemeral_reply(playground, thread, "model"), "the /model answer"
+    )
+
+    assert reply.startswith(
+        f"This session's model: the built-in demo model (its answers start with `{LABEL}`)."
+    )
+    assert "the provider's default" not in reply
+    assert "[providers.<name>]" in reply
+
+
+async def test_the_bot_autocompletes_an_option_as_it_is_typed(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """/config set key:spa… asks the bot, as Discord's client does; the admin gets choices."""
+    playground = await start_playground()
+    page, general, alice = await opened(http, playground, "general")
+    snapshot = await page.get("/api/state")
+    admin = next(u["id"] for u in snapshot["users"] if u["name"] == "admin")
+    body = {"channel_id": general, "user_id": admin}
+
+    keys = await page.post("/api/autocomplete", body | {"text": "/config set key:spawn"})
+    values = await page.post(
+        "/api/autocomplete", body | {"text": "/config set key:spawnSubagentSessions value:"}
+    )
+    nothing = await page.post("/api/autocomplete", body | {"text": "/agents spawn task:x"})
+    refused = await page.post(
+        "/api/autocomplete", body | {"user_id": alice, "text": "/config get key:"}
+    )
+
+    assert keys["option"] == "key"
+    assert keys["choices"][0] == {
+        "name": "channels.discord.threadBindings.spawnSubagentSessions = on",
+        "value": "channels.discord.threadBindings.spawnSubagentSessions",
+    }
+    assert values == {
+        "option": "value",
+        "choices": [{"name": "on", "value": "on"}, {"name": "off", "value": "off"}],
+    }
+    assert nothing == {"choices": []}
+    assert refused["choices"] == []  # alice is not an administrator
+
+
+async def test_the_page_has_an_icon(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """The page links its icon and /favicon.ico answers too: no 404 on a page load."""
+    playground = await start_playground()
+    async with http.get(playground.url) as page:
+        assert '<link rel="icon" href="/static/favicon.svg"' in await page.text()
+    for path in ("favicon.ico", "static/favicon.svg"):
+        async with http.get(playground.url + path) as icon:
+            assert icon.status == 200, path
+            assert icon.content_type == "image/svg+xml"
+            assert (await icon.text()).startswith("<svg")
+
+
 async def test_events_name_the_changed_channel(
     start_playground: StartPlayground, http: aiohttp.ClientSession
 ) -> None:

@@ -9,6 +9,7 @@ everything else waits with Playwright's auto-waiting expectations, never a sleep
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import re
 import struct
@@ -159,6 +160,25 @@ async def test_admin_and_buttons(
     await open_page(page, playground.url)
     await page.get_by_test_id("user-select").select_option(label="admin (admin)")
     composer = page.get_by_test_id("composer")
+    await composer.fill("/config set key:spawn")  # the bot offers the keys, as in Discord
+    key = page.get_by_test_id("choice").filter(has_text="spawnSubagentSessions = on").first
+    await expect(key).to_be_visible()
+    await shots.take("key-autocompleted")
+    await key.click()
+    await expect(composer).to_have_value(
+        "/config set key:channels.discord.threadBindings.spawnSubagentSessions "
+    )
+    await composer.press("End")
+    await composer.type("value:")
+    off = page.locator('[data-testid="choice"][data-value="off"]')
+    await expect(off).to_be_visible()
+    await shots.take("value-autocompleted")
+    await off.click()
+    await composer.press("Enter")
+    answer = page.locator("article.ephemeral", has_text="admin used /config set")
+    await expect(answer).to_contain_text(
+        "channels.discord.threadBindings.spawnSubagentSessions set to off (was on) in this server."
+    )
     await composer.fill("/config get key:spawnSubagentSessions")
     await composer.press("Enter")
     await expect(page.get_by_text("admin used /config get")).to_be_visible()
@@ -254,16 +274,68 @@ async def test_tool_lines_and_approval_buttons_in_the_browser(
     await expect(page.locator('[data-custom-id^="tb:approval:deny:"]')).to_be_visible()
     await expect(page.get_by_text("wants to run")).to_be_visible()
     scout = page.locator('article[data-testid="message"][data-author="Scout"]')
-    await expect(scout.filter(has_text="waiting for approval")).to_be_visible()
+    waiting = scout.filter(has_text="waiting for approval")
+    await expect(waiting).to_be_visible()
+    line = page.locator(
+        f'article[data-message-id="{await waiting.get_attribute("data-message-id")}"]'
+    )
     await shots.take("approval-asked")
 
     await allow.click()
     await expect(page.get_by_text("allowed by alice")).to_be_visible()
     await expect(allow).to_have_count(0)
-    await expect(scout.filter(has_text="✅ ok")).to_be_visible()
-    await expect(scout.filter(has_text="Final answer")).to_be_visible()
+    # the same line, edited in place: its outcome and the tool's answer; no second copy
+    await expect(line).to_contain_text("demo__write_note · text: take a note: buy milk · ✅ ok")
+    await expect(line).to_contain_text("→ note 1 kept: take a note: buy milk")
+    await expect(scout.filter(has_text="waiting for approval")).to_have_count(0)
+    await expect(scout.filter(has_text="demo__write_note · text:")).to_have_count(1)
+    answer = scout.filter(has_text="Final answer")
+    await expect(answer).to_contain_text("demo__write_note answered “note 1 kept: take a note")
     await expect(page.locator("#error")).to_be_hidden()
     await shots.take("approved-and-answered")
+
+
+async def test_a_denied_call_and_a_die_roll_in_the_browser(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Deny: the line says so where it was, and the answer says the note was not written.
+    A die roll's line shows what it rolled, and so does the answer."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    _, shots = await scout_thread(start_playground, page, request, "take a note: call mom")
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    waiting = scout.filter(has_text="waiting for approval")
+    await expect(waiting).to_be_visible()
+    line = page.locator(
+        f'article[data-message-id="{await waiting.get_attribute("data-message-id")}"]'
+    )
+    await shots.take("approval-asked")
+
+    await page.locator('[data-custom-id^="tb:approval:deny:"]').click()
+    await expect(page.get_by_text("denied by alice")).to_be_visible()
+    await expect(line).to_contain_text("demo__write_note · text: take a note: call mom · ⛔ denied")
+    await expect(scout.filter(has_text="waiting for approval")).to_have_count(0)
+    answer = scout.filter(has_text="Final answer for “take a note: call mom”")
+    await expect(answer).to_contain_text(
+        "My call to demo__write_note was not run (“denied by alice: the tool was not run”), "
+        "so I left it out."
+    )
+    await expect(page.locator('[data-custom-id^="tb:brief:"]')).to_be_visible()  # turn over
+    await shots.take("denied-and-answered")
+
+    composer = page.get_by_test_id("composer")
+    await composer.fill("now roll for luck")
+    await composer.press("Enter")
+    rolled = scout.filter(
+        has_text=re.compile(r"demo__roll_dice · sides: 20 · ✅ ok → rolled a d20: \d+")
+    )
+    await expect(rolled).to_be_visible()
+    roll = re.search(r"rolled a d20: \d+", await rolled.inner_text())
+    assert roll is not None
+    final = scout.filter(has_text="Final answer for “now roll for luck”")
+    await expect(final).to_contain_text(f"demo__roll_dice answered “{roll.group(0)}”.")
+    await shots.take("die-rolled-and-answered")
 
 
 def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
@@ -508,3 +580,94 @@ async def test_component_states_in_the_browser(
     fake.ops.delete_message(fake.message(message.id))
     await expect(article).to_have_count(0)
     await shots.take("deleted-message-gone")
+
+
+LOADED = """ids => Promise.all(ids.map(id => {
+    const img = document.querySelector(`article[data-message-id="${id}"] img`);
+    return img.complete ? null : new Promise(done => img.addEventListener("load", done));
+}))"""
+"""Resolves once each message's picture has loaded (and the page's own handler has run:
+it listens on the way down to the image, before the image's own listeners)."""
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+FROM_BOTTOM = "box => box.scrollHeight - box.scrollTop - box.clientHeight"
+
+
+async def test_a_thread_stays_at_its_bottom_while_its_images_load(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """Pictures that load after the thread was drawn keep the view at the newest message,
+    unless the reader scrolled up; a reply sent next lands in view."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    shots = Shots(page, request.node.name)
+    fake, world = playground.fake, playground.world
+    general = next(c for c in fake.state.guild_channels(world.guild_id) if c.name == "general")
+    thread = fake.add_thread(general, "holiday pictures", owner=world.member_ids[0])
+    colours = [(200, 60, 60), (60, 160, 60), (60, 90, 200), (200, 160, 40)]
+    posted = [
+        await fake.user_says(
+            thread,
+            world.member_ids[0],
+            f"picture {n}",
+            files=[(f"p{n}.png", png(300, 300, c), "image/png")],
+        )
+        for n, c in enumerate(colours)
+    ]
+    held: list[Any] = []
+    all_asked, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Any) -> None:  # the pictures arrive when the test says
+        held.append(route)
+        if len(held) == len(posted):
+            all_asked.set()
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/attachments/**", hold)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    await open_page(page, playground.url)
+    await page.locator(f'[data-channel-id="{thread.id}"]').click()
+    await expect(page.get_by_test_id("attachment-image")).to_have_count(len(posted))
+    async with asyncio.timeout(60):
+        await all_asked.wait()
+    box = page.get_by_test_id("messages")
+    await shots.take("drawn-before-the-pictures")
+
+    loading = asyncio.ensure_future(page.evaluate(LOADED, [str(m.id) for m in posted]))
+    release.set()
+    await loading
+    await page.evaluate(NEXT_FRAME)
+    assert await box.evaluate(FROM_BOTTOM) <= 1  # not short of the bottom by the pictures
+    await shots.take("pictures-loaded-at-the-bottom")
+
+    await box.hover()
+    await page.mouse.wheel(0, -5000)
+    await page.wait_for_function("() => document.getElementById('messages').scrollTop === 0")
+    await page.evaluate(NEXT_FRAME)
+    late = await fake.user_says(
+        thread,
+        world.member_ids[0],
+        "one more",
+        files=[("late.png", png(300, 200, (9, 9, 9)), "image/png")],
+    )
+    await expect(page.locator(f'article[data-message-id="{late.id}"] img')).to_have_count(1)
+    await page.evaluate(LOADED, [str(late.id)])
+    await page.evaluate(NEXT_FRAME)
+    assert await box.evaluate("box => box.scrollTop") == 0  # the reader stays where they were
+    await shots.take("scrolled-up-stays-put")
+
+    await page.mouse.wheel(0, 20000)
+    await page.wait_for_function(f"() => ({FROM_BOTTOM})(document.getElementById('messages')) <= 1")
+    await page.evaluate(NEXT_FRAME)
+    composer = page.get_by_test_id("composer")
+    await composer.fill("/tree")
+    await composer.press("Enter")
+    reply = page.locator('article[data-testid="message"]', has_text="alice used /tree")
+    await expect(reply).to_be_visible()
+    await expect(reply).to_be_in_viewport()
+    assert await box.evaluate(FROM_BOTTOM) <= 1
+    await shots.take("reply-in-view")
+    assert failed == []

@@ -9,6 +9,7 @@ from bot.playground.commands_text import (
     Token,
     help_entries,
     parse_command,
+    parse_typing,
     tokenize,
 )
 
@@ -191,3 +192,55 @@ def test_help_lists_every_invocable_path() -> None:
         ),
         ("/steer text:<text>", "Steer the agent."),
     ]
+
+
+class TestTyping:
+    """The option the cursor is in, when the bot autocompletes it (as Discord's client asks)."""
+
+    CONFIG = {
+        "name": "config",
+        "type": 1,
+        "options": [
+            {
+                "type": 1,
+                "name": "set",
+                "options": [
+                    {"type": 3, "name": "key", "required": True, "autocomplete": True},
+                    {"type": 3, "name": "value", "required": True, "autocomplete": True},
+                    {"type": 5, "name": "everywhere"},
+                ],
+            }
+        ],
+    }
+
+    @pytest.mark.parametrize(
+        ("text", "typed", "focused"),
+        [
+            ("/config set key:spa", {"key": "spa"}, "key"),
+            ("/config set key:", {"key": ""}, "key"),
+            ("/Config SET Key:x", {"key": "x"}, "key"),
+            ("/config set key:spawn value:o", {"key": "spawn", "value": "o"}, "value"),
+            ('/config set key:"a b" value:', {"key": "a b", "value": ""}, "value"),
+        ],
+    )
+    def test_an_autocompleted_option_being_typed(
+        self, text: str, typed: dict[str, str], focused: str
+    ) -> None:
+        found = parse_typing(text, [AGENTS, self.CONFIG])
+        assert found is not None
+        assert (found.command, found.typed, found.focused) == ("config set", typed, focused)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "/config set key:spawn ",  # the cursor left the option
+            "/config set everywhere:t",  # no autocomplete
+            "/config key:x",  # no subcommand
+            "/nope key:x",
+            "key:x",
+            '/config set key:"spa',  # a quoted value: typed as is
+            "/agents spawn task:x",
+        ],
+    )
+    def test_anything_else_asks_for_nothing(self, text: str) -> None:
+        assert parse_typing(text, [AGENTS, self.CONFIG]) is None

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
+from bot.commands.session_model import usage_text
+from core.agent import Agent, AgentSettings, ToolRegistry
 from core.agent.messages import render_steering
 from core.providers.demo import LABEL, DemoProvider, plan_reply
 from core.providers.types import (
@@ -18,6 +21,8 @@ from core.providers.types import (
     ToolCallReady,
     ToolSpec,
 )
+from core.sessions.log import SessionLog
+from tests.fixtures.agents import sqlite_database
 
 SLEEP = ToolSpec(name="sleep", description="wait", parameters={"type": "object"})
 
@@ -181,3 +186,56 @@ def test_a_task_asking_for_code_gets_a_markdown_sample() -> None:
     assert "```python\ndef fizzbuzz" in plan.text
     assert "### A sample" in plan.text
     assert "```" not in plan_reply([user("plan a trip")], steps=1, can_sleep=False).text
+
+
+async def test_the_demo_models_answers_are_counted_and_marked_estimated(tmp_path: Path) -> None:
+    """Every demo call's output tokens are counted, estimated, and /usage marks them ≈."""
+    database = await sqlite_database(tmp_path)
+    try:
+        log = SessionLog(database)
+        provider = DemoProvider(steps=1, chunk_delay=0)
+        agent = Agent(
+            await log.load("agent:demo"), log, provider, ToolRegistry([]), AgentSettings()
+        )
+        for text in ("map the moon", "and the sun"):
+            await agent.send(text)
+            await agent.wait_idle()
+        usages = [e.payload for e in agent.tree.events if e.type == "usage"]
+        assert len(usages) == 2
+        assert all(u["completion_tokens"] > 10 and u["estimated"] for u in usages)
+        shown = usage_text(agent.tree.total_usage, model=None, context_window=32_768)
+        out = agent.tree.total_usage.completion_tokens
+        assert f"≈{out:,} out (≈: estimated by the bot" in shown
+    finally:
+        await database.close()
+
+
+def test_the_final_answer_says_what_the_tools_did() -> None:
+    """A die's roll is reported; a denied note is named as not run, not glossed over."""
+    dice = ToolCall(id="d1", name="demo__roll_dice", arguments='{"sides": 20}')
+    note = ToolCall(id="n1", name="demo__write_note", arguments='{"text": "buy milk"}')
+    rolled = [
+        ChatMessage(role="assistant", content="rolling", tool_calls=(dice,)),
+        ChatMessage(
+            role="tool", tool_call_id="d1", name="demo__roll_dice", content="rolled a d20: 17"
+        ),
+    ]
+    denied = [
+        ChatMessage(role="assistant", content="noting", tool_calls=(note,)),
+        ChatMessage(
+            role="tool",
+            tool_call_id="n1",
+            name="demo__write_note",
+            content="denied by alice: the tool was not run",
+        ),
+    ]
+
+    after_roll = plan_reply([user("plan"), *rolled, *step(1)], steps=1, can_sleep=True)
+    after_denial = plan_reply([user("note it"), *denied, *step(1)], steps=1, can_sleep=True)
+
+    assert "`demo__roll_dice` answered “rolled a d20: 17”." in after_roll.text
+    assert (
+        "My call to `demo__write_note` was not run (“denied by alice: the tool was not run”), "
+        "so I left it out."
+    ) in after_denial.text
+    assert "answered" not in after_denial.text

@@ -91,6 +91,8 @@ async def test_no_token_opens_the_playground_and_sigint_stops_it(tmp_path: Path)
             _, stderr = await process.communicate()
     assert process.returncode == 0, stderr.decode()
     assert "Traceback" not in stderr.decode()
+    assert "voice will NOT be supported" not in stderr.decode()  # the bot has no voice
+    assert "is not installed" not in stderr.decode()
     assert "playground http://127.0.0.1:" in stderr.decode()  # the progress line
     saved = json.loads((tmp_path / "playground.json").read_text())
     assert any(c["name"] == "general" for c in saved["channels"].values())

@@ -29,6 +29,10 @@ const app = {
   unread: new Set(),
   loadSeq: 0,
   pending: [],  // File objects waiting to be sent with the next message
+  suggestSeq: 0,  // the latest autocomplete asked for; older answers are dropped
+  suggestTimer: 0,
+  pinned: true,  // the view follows the newest message until the reader scrolls up
+  autoScrollTop: 0,  // the view's last place at the bottom: scrolling above it unpins
 };
 
 async function api(method, path, body) {
@@ -181,11 +185,41 @@ async function selectChannel(id) {
   renderChannels();
   renderTitle();
   ui.messages.replaceChildren();
+  app.pinned = true;  // a channel opens at its newest message
+  app.autoScrollTop = 0;
   await loadMessages();
   ui.composer.focus();
 }
 
 // -- messages --------------------------------------------------------------
+
+// The view stays pinned to the bottom (the newest message) while messages arrive and
+// while their images load, which makes them taller after they were drawn; a reader who
+// scrolled up is left where they are until they scroll back down.
+const PIN_SLACK = 80;  // px from the bottom that still count as "at the bottom"
+
+function scrollToBottom() {
+  const box = ui.messages;
+  box.scrollTop = box.scrollHeight;
+  app.autoScrollTop = box.scrollTop;
+}
+
+// Content that grows below the view leaves scrollTop as it was, and content that shrinks
+// brings it to the bottom: only a reader moves it up from the last place it was pinned.
+ui.messages.addEventListener("scroll", () => {
+  const box = ui.messages;
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < PIN_SLACK) {
+    app.pinned = true;
+    app.autoScrollTop = box.scrollTop;
+  } else if (box.scrollTop < app.autoScrollTop - 1) {
+    app.pinned = false;  // the reader went up
+  }
+});
+
+// Load events do not bubble: listen while they go down to the image.
+ui.messages.addEventListener("load", (event) => {
+  if (event.target instanceof HTMLImageElement && app.pinned) scrollToBottom();
+}, true);
 
 async function loadMessages() {
   if (!app.channelId) return;
@@ -194,10 +228,9 @@ async function loadMessages() {
   const data = await api("GET", `/api/channels/${channelId}/messages?viewer=${app.viewer}`);
   if (seq !== app.loadSeq || channelId !== app.channelId) return;  // a newer load won
   const box = ui.messages;
-  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
   box.replaceChildren(...data.messages.map(reuseOrRender));
   if (!data.messages.length) box.append(emptyHint());
-  if (atBottom) box.scrollTop = box.scrollHeight;
+  if (app.pinned) scrollToBottom();
 }
 
 // A message that did not change keeps its element: its images stay loaded and a
@@ -571,7 +604,48 @@ ui.composer.addEventListener("keydown", (event) => {
 ui.composer.addEventListener("input", () => {
   const text = ui.composer.value;
   if (text.startsWith("/") && !text.includes(":")) renderHelp(text); else ui.help.hidden = true;
+  clearTimeout(app.suggestTimer);
+  if (text.startsWith("/") && TYPING_OPTION.test(text)) {
+    app.suggestTimer = setTimeout(() => suggest(text), 120);  // once the typing pauses
+  }
 });
+
+// -- autocomplete: the bot's choices for the option being typed, as in Discord's client
+
+const TYPING_OPTION = /(?:^|\s)([\w-]+):([^\s"'“„«]*)$/;
+
+async function suggest(text) {
+  const seq = ++app.suggestSeq;
+  let data;
+  try {
+    data = await api("POST", "/api/autocomplete",
+      { channel_id: app.channelId, user_id: app.viewer, text });
+  } catch (_) {
+    return;  // no choices, as Discord shows none when the bot does not answer
+  }
+  if (seq !== app.suggestSeq || ui.composer.value !== text) return;  // typed on meanwhile
+  renderChoices(text, data.choices);
+}
+
+function renderChoices(text, choices) {
+  ui.help.replaceChildren();
+  ui.help.hidden = !choices.length;
+  const typed = text.match(TYPING_OPTION);
+  const head = text.slice(0, text.length - typed[2].length);  // up to the option's value
+  for (const choice of choices) {
+    const item = el("div", "help-item choice");
+    item.dataset.testid = "choice";
+    item.dataset.value = choice.value;
+    item.append(el("span", "", choice.name));
+    item.addEventListener("click", () => {
+      const value = /\s/.test(choice.value) ? `"${choice.value.replace(/"/g, '\\"')}"` : choice.value;
+      ui.composer.value = `${head}${value} `;
+      ui.composer.focus();
+      ui.help.hidden = true;
+    });
+    ui.help.append(item);
+  }
+}
 ui.userSelect.addEventListener("change", () => {
   app.viewer = ui.userSelect.value;
   localStorage.setItem("playground.viewer", app.viewer);

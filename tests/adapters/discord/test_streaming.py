@@ -6,6 +6,8 @@ import asyncio
 import itertools
 from datetime import datetime
 
+import pytest
+
 from adapters.discord.streaming import StreamingMessage
 from core.clock import FakeClock
 
@@ -115,3 +117,25 @@ class TestStreamingMessage:
         await settle()
         assert [(e[0], e[1]) for e in sink.edits] == [("m1", "idle")]
         await status.flush()
+
+    async def test_a_closed_message_is_revised_in_place(self) -> None:
+        """After close, revise edits the same message (throttled), sends nothing new."""
+        clock = FakeClock()
+        sink = RecordingSink(clock)
+        stream = StreamingMessage(sink, clock=clock)
+        stream.append("Let me check.\n-# 🔧 `a__b` · ⏸️ waiting for approval")
+        assert await stream.close() == ["m1"]
+        with pytest.raises(RuntimeError):
+            stream.append("more words")
+        revising = asyncio.create_task(stream.revise("Let me check.\n-# 🔧 `a__b` · ✅ ok"))
+        await settle()
+        assert not revising.done()  # the interval since the message was sent
+        await clock.advance(1)
+        assert await revising == ["m1"]
+        assert [(e[0], e[1]) for e in sink.edits] == [("m1", "Let me check.\n-# 🔧 `a__b` · ✅ ok")]
+        assert len(sink.sent) == 1
+
+    async def test_revise_is_only_for_a_closed_stream(self) -> None:
+        stream = StreamingMessage(RecordingSink(FakeClock()), clock=FakeClock())
+        with pytest.raises(RuntimeError, match="closed stream"):
+            await stream.revise("text")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.discord.approvals import request_text, resolved_text
-from adapters.discord.tool_lines import ToolLine, TranscriptDoc, short_arguments
+from adapters.discord.tool_lines import ToolLine, TranscriptDoc, short_arguments, short_result
 
 
 @pytest.mark.parametrize(
@@ -37,6 +37,30 @@ def test_a_line_says_name_arguments_and_status() -> None:
     assert line.render().endswith("· ✅ ok")
     line.status = "denied"
     assert line.render().endswith("· ⛔ denied")
+
+
+def test_a_line_shows_the_result_shortened_and_inert() -> None:
+    """The tool's answer follows the outcome, cut to a glance; the model still gets it all."""
+    line = ToolLine("c1", "demo__roll_dice", '{"sides": 20}', "ok", "rolled a d20: 17")
+    assert line.render() == "-# 🔧 `demo__roll_dice` · sides: 20 · ✅ ok → rolled a d20: 17"
+    assert short_result('{"timezone": "Europe/Paris", "is_dst": false}') == (
+        "timezone: Europe/Paris, is\\_dst: false"
+    )
+    long = short_result("**bold** `code`\n" + "word " * 50)
+    assert len(long) < 120
+    assert "`" not in long
+    assert "\n" not in long
+    assert long.startswith("\\*\\*bold\\*\\* 'code' word")
+
+
+@pytest.mark.parametrize(
+    ("status", "shown"),
+    [("withdrawn", "↩️ withdrawn"), ("cancelled", "⏹️ cancelled"), ("waiting", "⏸️ waiting")],
+)
+def test_every_way_a_call_ends_has_its_words(status: str, shown: str) -> None:
+    line = ToolLine("c1", "a__b", "{}", status)  # type: ignore[arg-type]
+    assert shown in line.render()
+    assert line.final == (status != "waiting")
 
 
 def test_lines_sit_between_the_words_each_on_its_own_line() -> None:

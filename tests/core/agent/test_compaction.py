@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from core.agent import Agent, AgentSettings, Tool, ToolContext, ToolRegistry
-from core.agent.compaction import SUMMARY_SYSTEM, CompactionSettings
+from core.agent.compaction import SUMMARY_SYSTEM, CompactionSettings, NotCompacted
 from core.agent.events import Compacted
 from core.agent.usage import ModelInfo, estimate_prompt
 from core.errors import ProviderError
@@ -133,8 +133,8 @@ async def test_context_length_exceeded_compacts_once_and_retries(db: Database) -
 
     provider = ScriptedProvider(script)
     agent = await agent_with(db, provider)
-    for number in range(1, 4):
-        await agent.send(f"turn {number}: remember FACT-{number}.")
+    for number in range(1, 4):  # long enough that a summary is shorter
+        await agent.send(f"turn {number}: remember FACT-{number}. {PADDING}")
         await agent.wait_idle()
     await agent.send("and now?")
     await agent.wait_idle()
@@ -159,7 +159,7 @@ async def test_overflow_after_compaction_is_a_clear_error(db: Database) -> None:
 
     agent = await agent_with(db, ScriptedProvider(script))
     for number in range(1, 4):
-        await agent.send(f"turn {number}")
+        await agent.send(f"turn {number}. {PADDING}")
         await agent.wait_idle()
     await agent.send("and now?")
     await agent.wait_idle()
@@ -194,7 +194,65 @@ async def test_compact_on_demand_and_continue_from_before_it(db: Database) -> No
 
 
 async def test_too_little_to_compact_says_so(db: Database) -> None:
-    agent = await agent_with(db, ScriptedProvider(play))
+    provider = ScriptedProvider(play)
+    agent = await agent_with(db, provider)
     await agent.send("turn 1: hello")
     await agent.wait_idle()
-    assert await agent.compact() is None
+    assert await agent.compact() == NotCompacted(
+        "too-little", estimate_prompt(agent.derive_messages())
+    )
+    assert len(provider.calls) == 1  # the model was not asked
+
+
+async def test_a_short_history_is_not_replaced_by_a_summary(db: Database) -> None:
+    """Two short exchanges: cutting the first is allowed, but no summary could be shorter."""
+    provider = ScriptedProvider(lambda _messages: Step(text="ok"))
+    agent = await agent_with(db, provider)
+    for text in ("hi", "and again"):
+        await agent.send(text)
+        await agent.wait_idle()
+    events = list(agent.tree.events)
+
+    done = await agent.compact()
+
+    assert isinstance(done, NotCompacted)
+    assert done.reason == "too-little"
+    assert list(agent.tree.events) == events  # the session is as it was
+    assert len(provider.calls) == 2
+
+
+async def test_a_summary_that_is_not_smaller_is_dropped(db: Database) -> None:
+    """The session's model writes a summary longer than what it summarises: nothing changes
+    but the tokens it cost (687 → 739 once; never again)."""
+
+    def wordy(messages: list[ChatMessage]) -> Step:
+        if is_summary_request(messages):
+            return Step(text="A long-winded summary. " + PADDING * 4)
+        return Step(text="noted. " + PADDING)
+
+    provider = ScriptedProvider(wordy)
+    agent = await agent_with(db, provider)
+    for number in range(1, 4):
+        await agent.send(f"turn {number}: {PADDING}")
+        await agent.wait_idle()
+    before = agent.derive_messages()
+    usage_before = agent.tree.total_usage
+
+    done = await agent.compact()
+
+    assert isinstance(done, NotCompacted)
+    assert done.reason == "not-smaller"
+    assert done.with_summary is not None
+    assert done.with_summary >= done.tokens
+    assert done.tokens == estimate_prompt(before)
+    assert not [e for e in agent.tree.events if e.type == "compaction"]
+    assert agent.derive_messages() == before
+    assert len(provider.calls) == 4  # the summary was asked for, and its cost is counted
+    assert agent.tree.total_usage.prompt_tokens > usage_before.prompt_tokens
+    assert agent.tree.total_usage.last_prompt_tokens == usage_before.last_prompt_tokens
+
+    compacted: list[Compacted] = []
+    agent.subscribe(lambda e: compacted.append(e) if isinstance(e, Compacted) else None)
+    await agent.send("turn 4")
+    await agent.wait_idle()
+    assert compacted == []  # and no notice of a compaction that did not happen

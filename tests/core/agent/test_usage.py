@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from core.agent.usage import ModelInfo, estimate_prompt, estimate_text, priced
+from pathlib import Path
+
+from core.agent import Agent, AgentSettings, ToolRegistry
+from core.agent.usage import ModelInfo, counted, estimate_prompt, estimate_text, priced
 from core.config import ProviderConfig
+from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ChatMessage, ToolCall, ToolSpec, Usage
+from core.sessions.log import SessionLog
+from tests.fixtures.agents import sqlite_database
 
 
 def test_four_characters_a_token_rounded_up() -> None:
@@ -42,3 +48,36 @@ def test_model_info_from_the_provider_table() -> None:
     )
     assert ModelInfo.of(config) == ModelInfo(8192, 1.0, 2.0, True)
     assert ModelInfo().context_window == 32_768
+
+
+def test_counts_the_server_left_out_are_estimated() -> None:
+    """A count reported as zero for an answer with words is estimated, and says so."""
+    assert counted(None, prompt=40, answer=5) == (
+        Usage(prompt_tokens=40, completion_tokens=5),
+        True,
+    )
+    reported = Usage(prompt_tokens=100, completion_tokens=7, cost_usd=0.1)
+    assert counted(reported, prompt=40, answer=5) == (reported, False)
+    partial = Usage(prompt_tokens=100)
+    assert counted(partial, prompt=40, answer=5) == (
+        Usage(prompt_tokens=100, completion_tokens=5),
+        True,
+    )
+    assert counted(partial, prompt=40, answer=0) == (partial, False)  # nothing was said
+
+
+async def test_a_server_that_counts_only_the_prompt_gets_the_answer_estimated(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider([Step(text="a" * 40, usage=Usage(prompt_tokens=321))])
+    database = await sqlite_database(tmp_path)
+    try:
+        log = SessionLog(database)
+        agent = Agent(await log.load("agent:u"), log, provider, ToolRegistry([]), AgentSettings())
+        await agent.send("hello")
+        await agent.wait_idle()
+        (usage,) = [e.payload for e in agent.tree.events if e.type == "usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"]) == (321, 10)
+        assert usage["estimated"] is True
+    finally:
+        await database.close()
