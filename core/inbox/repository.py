@@ -70,12 +70,7 @@ def _message_row(message: InboxMessage, now: datetime) -> dict[str, Any]:
 def _message(row: Any) -> InboxMessage:
     body = row.body or {}
     return InboxMessage(
-        conversation=ConversationRef(
-            channel=row.channel,
-            account_id=row.account_id,
-            conversation_id=row.conversation_id,
-            parent_conversation_id=row.parent_conversation_id,
-        ),
+        conversation=_ref(row),
         item_id=row.item_id,
         seq=int(row.seq),
         text=str(body.get("text") or ""),
@@ -156,23 +151,11 @@ def record_press(conn: Connection, press: InboxPress, now: datetime) -> bool:
 def pending_presses(conn: Connection, channel: str, account_id: str) -> list[InboxPress]:
     """Presses recorded but never finished: a process died while acting on them."""
     rows = conn.execute(
-        select(_I)
-        .where(
-            _I.c.channel == channel,
-            _I.c.account_id == account_id,
-            _I.c.kind == "press",
-            _I.c.status == "pending",
-        )
-        .order_by(_I.c.seq)
+        select(_I).where(*_waiting(channel, account_id, "press")).order_by(_I.c.seq)
     )
     return [
         InboxPress(
-            conversation=ConversationRef(
-                channel=row.channel,
-                account_id=row.account_id,
-                conversation_id=row.conversation_id,
-                parent_conversation_id=row.parent_conversation_id,
-            ),
+            conversation=_ref(row),
             item_id=row.item_id,
             seq=int(row.seq),
             action=str(row.body.get("action")),
@@ -186,6 +169,25 @@ def pending_presses(conn: Connection, channel: str, account_id: str) -> list[Inb
     ]
 
 
+def _ref(row: Any) -> ConversationRef:
+    return ConversationRef(
+        channel=row.channel,
+        account_id=row.account_id,
+        conversation_id=row.conversation_id,
+        parent_conversation_id=row.parent_conversation_id,
+    )
+
+
+def _waiting(channel: str, account_id: str, kind: str) -> tuple[Any, ...]:
+    """The account's rows of ``kind`` still pending."""
+    return (
+        _I.c.channel == channel,
+        _I.c.account_id == account_id,
+        _I.c.kind == kind,
+        _I.c.status == "pending",
+    )
+
+
 def _key(ref: ConversationRef, item_id: str) -> tuple[Any, ...]:
     return (_I.c.channel == ref.channel, _I.c.account_id == ref.account_id, _I.c.item_id == item_id)
 
@@ -195,11 +197,8 @@ def pending(conn: Connection, ref: ConversationRef) -> list[InboxMessage]:
     rows = conn.execute(
         select(_I)
         .where(
-            _I.c.channel == ref.channel,
-            _I.c.account_id == ref.account_id,
+            *_waiting(ref.channel, ref.account_id, "message"),
             _I.c.conversation_id == ref.conversation_id,
-            _I.c.kind == "message",
-            _I.c.status == "pending",
         )
         .order_by(_I.c.seq)
     )
@@ -210,12 +209,7 @@ def pending_conversations(conn: Connection, channel: str, account_id: str) -> li
     """Every conversation of the account with a message still to hand over."""
     rows = conn.execute(
         select(_I.c.conversation_id, func.max(_I.c.parent_conversation_id))
-        .where(
-            _I.c.channel == channel,
-            _I.c.account_id == account_id,
-            _I.c.kind == "message",
-            _I.c.status == "pending",
-        )
+        .where(*_waiting(channel, account_id, "message"))
         .group_by(_I.c.conversation_id)
     )
     return [

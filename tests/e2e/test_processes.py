@@ -20,16 +20,14 @@ import pytest
 
 from bot.__main__ import EXIT_USAGE
 from core.store.migrations import SCHEMA_VERSION
-from fakediscord import FakeDiscord
 from tests.e2e.helpers import content
 from tests.fixtures.shard_processes import (
     HOLD,
     BotProcess,
     ShardWorld,
-    TaskLLM,
     announcements,
     let_go,
-    shard_world,
+    running_shard_world,
     wait_until,
 )
 from tests.fixtures.stores import PG_DSN, PG_URL, pg_schema, require_postgres
@@ -40,12 +38,8 @@ LEASE_SECONDS = 2.0
 
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[ShardWorld]:
-    async with TaskLLM() as llm, FakeDiscord(wait_timeout=60) as fake:
-        built = await shard_world(fake, llm, tmp_path)
-        try:
-            yield built
-        finally:
-            await built.stop_all()
+    async with running_shard_world(tmp_path) as built:
+        yield built
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from tests.fixtures.shard_processes import (
     ShardWorld,
     TaskLLM,
     announcements,
-    shard_world,
+    running_shard_world,
     wait_until,
 )
 from tests.fixtures.stores import PG_URL, pg_schema, require_postgres
@@ -49,12 +49,8 @@ user_startable = false
 
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[ShardWorld]:
-    async with TaskLLM() as llm, FakeDiscord(wait_timeout=60) as fake:
-        built = await shard_world(fake, llm, tmp_path)
-        try:
-            yield built
-        finally:
-            await built.stop_all()
+    async with running_shard_world(tmp_path) as built:
+        yield built
 
 
 def sqlite_store(world: ShardWorld) -> dict[str, Any]:
