@@ -24,8 +24,7 @@ from core.artifacts.service import ArtifactService, artifact_tool_handler
 from core.attachments import AttachmentStore
 from core.bindings.adapter import AdapterRegistry
 from core.bindings.lifecycle import run_maintenance
-from core.bindings.records import ConversationRef
-from core.bindings.service import LifecycleDefaults, SessionBindingService
+from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config
 from core.errors import ProviderError
@@ -46,14 +45,14 @@ from core.sharding import ShardSet
 from core.store import Database, open_database
 from core.store.changes import ChangeFeed
 from core.store.liveness import liveness_for
-from core.subagents import CompletionDelivery, SinkRegistry, SpawnRequest, SubagentService
+from core.subagents import CompletionDelivery, SinkRegistry, SubagentService
 from core.subagents.tool import spawn_tool_handler
 
 del _builtin_artifacts  # imported for its registrations (brief, note)
 
 _log = get_logger("bot.wiring")
 
-__all__ = ["NoProvider", "Services", "build_services", "lifecycle_defaults_for"]
+__all__ = ["NoProvider", "Services", "build_services"]
 
 
 @dataclass(slots=True)
@@ -149,7 +148,7 @@ class Services:
         if record is not None:
             return self.shards.owns_scope(record.scope)
         binding = self.subagents.binding_of(session_key)
-        return self.shards.owns_scope(binding.metadata.get("guild_id") if binding else None)
+        return self.shards.owns_scope(binding.scope if binding else None)
 
     async def maintain(self) -> None:
         """The upkeep a running bot needs, until cancelled: binding touches flushed and
@@ -276,34 +275,6 @@ class NoProvider:
         yield  # pragma: no cover - makes this an async generator
 
 
-def lifecycle_defaults_for(overrides: RuntimeOverrides) -> LifecycleDefaults:
-    """Idle timeout and max age of a new binding: its account's flags, with the runtime
-    overrides of its guild (an admin's ``/config set ...idleHours``) applied."""
-
-    def defaults(conversation: ConversationRef, metadata: Mapping[str, Any]) -> tuple[int, int]:
-        guild = metadata.get("guild_id")
-        settings = overrides.thread_bindings(
-            str(guild) if guild is not None else None,
-            conversation.account_id,
-            channel=conversation.channel,
-        )
-        return settings.idle_timeout_ms, settings.max_age_ms
-
-    return defaults
-
-
-def threads_allowed_for(overrides: RuntimeOverrides) -> Callable[[SpawnRequest], bool]:
-    """Whether a spawn may open a thread: binding and spawning enabled for its scope and account."""
-
-    def allowed(request: SpawnRequest) -> bool:
-        requester = request.requester
-        return overrides.spawns_threads(
-            request.scope, requester.account_id if requester is not None else None
-        )
-
-    return allowed
-
-
 def default_tools(config: Config, clock: Clock) -> ToolRegistry:
     return ToolRegistry([sleep_tool(clock), http_get_tool(config.agent.http_get_allowed_hosts)])
 
@@ -361,7 +332,7 @@ async def build_services(
             database,
             adapters=adapters,
             clock=clock,
-            lifecycle_defaults=lifecycle_defaults_for(overrides),
+            windows=overrides,
             shards=shards,
         )
         await bindings.start()
@@ -410,7 +381,7 @@ async def build_services(
                 leases=leases,
             ),
             profiles=config.agents,
-            threads_allowed=threads_allowed_for(overrides),
+            policy=overrides,
             clock=clock,
             timeout_seconds=config.agent.subagent_timeout_seconds or None,
             shards=shards,

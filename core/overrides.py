@@ -131,6 +131,12 @@ class RuntimeOverrides:
             overrides=self.for_scope(scope),
         )
 
+    def binding_windows(self, scope: str | None, account_id: str, channel: str) -> tuple[int, int]:
+        """A new binding's idle timeout and maximum age (ms) there: its account's flags,
+        with the scope's overrides (an admin's ``/config set …idleHours``) applied."""
+        settings = self.thread_bindings(scope, account_id, channel=channel)
+        return settings.idle_timeout_ms, settings.max_age_ms
+
     def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool:
         """The spawn gate: a subagent may open its own thread here (binding and spawning on)."""
         settings = self.thread_bindings(scope, account_id)

@@ -192,7 +192,7 @@ def _log_resolution(
 ) -> None:
     binding = resolution.binding
     where = binding.conversation if binding else requester
-    guild = binding.metadata.get("guild_id") if binding else None
+    guild = binding.scope if binding else None
     log_events.emit(
         log_events.RoutingResolved(
             event_kind=event_kind,

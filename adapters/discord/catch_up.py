@@ -294,9 +294,8 @@ class CatchUp:
 
 
 def _guild(binding: SessionBindingRecord) -> int | None:
-    guild = binding.metadata.get("guild_id")
     try:
-        return int(guild) if guild is not None else None
+        return int(binding.scope) if binding.scope is not None else None
     except ValueError:
         return None
 

@@ -387,7 +387,7 @@ class ThreadDelivery:
                 path=path,
                 destination=record.conversation.conversation_id,
                 binding_id=record.binding_id,
-                guild=record.metadata.get("guild_id"),
+                guild=record.scope,
                 error=_describe(exc),
                 code=code,
                 retryable=taken_over,

@@ -128,7 +128,6 @@ class ThreadBindingManager:
                 type=discord.ChannelType.public_thread,
                 auto_archive_duration=self.archive_minutes,
             )
-        metadata.setdefault("guild_id", str(parent.guild.id))
         return conversation_for(self._account_id, thread.id, parent.id)
 
     async def on_bound(self, record: SessionBindingRecord) -> None:

@@ -86,8 +86,9 @@ def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_c
                 session_key,
                 "session",
                 conversation_for(account.account_id, thread.id, thread.parent_id),
-                metadata={"guild_id": str(interaction.guild_id), "persona": {"name": persona.name}},
+                metadata={"persona": {"name": persona.name}, "read_after": str(interaction.id)},
                 bound_by=str(interaction.user.id),
+                scope=str(interaction.guild_id),
             )
         except ConversationAlreadyBound as exc:
             await interaction.followup.send(str(exc), ephemeral=True)

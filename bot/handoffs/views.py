@@ -286,6 +286,7 @@ async def _move_to_new_thread(
         conversation.new_beside(),
         metadata=metadata,
         bound_by=record.bound_by,
+        scope=record.scope,
     )
     await bindings.unbind(record.binding_id, reason=HANDED_OFF)
     return new

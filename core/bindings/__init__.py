@@ -12,17 +12,18 @@ from core.bindings.records import (
     ExpiryReason,
     SessionBindingRecord,
 )
-from core.bindings.service import LifecycleDefaults, SessionBindingService
+from core.bindings.service import NO_EXPIRY, BindingWindows, SessionBindingService
 
 __all__ = [
+    "NO_EXPIRY",
     "AdapterRegistry",
     "BindingStatus",
     "BindingTargetKind",
+    "BindingWindows",
     "ChannelAdapter",
     "ConversationKey",
     "ConversationRef",
     "ExpiryReason",
-    "LifecycleDefaults",
     "SessionBindingRecord",
     "SessionBindingService",
     "expiry_reason",

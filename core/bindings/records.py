@@ -99,6 +99,9 @@ class SessionBindingRecord(BaseModel):
     expires_at: AwareDatetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     bound_by: str | None = None
+    scope: str | None = None
+    """Where the conversation is (a Discord guild id, as text; None: in none, like a DM).
+    The runtime flags and the shards that answer for the binding go by it."""
     last_activity_at: AwareDatetime | None = None
     idle_timeout_ms: int = Field(default=0, ge=0)
     max_age_ms: int = Field(default=0, ge=0)
@@ -130,12 +133,11 @@ class SessionBindingRecord(BaseModel):
 
     def log_fields(self) -> dict[str, Any]:
         """The identity fields every ``binding.*`` log event carries."""
-        guild = self.metadata.get("guild_id")
         return {
             "binding_id": self.binding_id,
             "target_session_key": self.target_session_key,
             "channel": self.conversation.channel,
             "account": self.conversation.account_id,
             "conversation_id": self.conversation.conversation_id,
-            "guild": str(guild) if guild is not None else None,
+            "guild": self.scope,
         }

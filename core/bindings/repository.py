@@ -45,6 +45,7 @@ _COLUMNS = tuple(
         _T.c.last_activity_at,
         _T.c.idle_timeout_ms,
         _T.c.max_age_ms,
+        _T.c.scope,
     )
 )
 
@@ -120,6 +121,7 @@ def _fields(row: Any) -> dict[str, Any]:
         "last_activity_at": _timestamp(row[12]),
         "idle_timeout_ms": row[13],
         "max_age_ms": row[14],
+        "scope": row[15],
     }
 
 
@@ -130,14 +132,6 @@ def _record(row: Any) -> SessionBindingRecord:
 # Validating the whole list in one pydantic-core call skips a Python-level
 # __init__ per record: a third off a 100,000-binding start-up.
 _RECORDS = TypeAdapter(list[SessionBindingRecord])
-
-
-def _guild_id(metadata: Mapping[str, Any]) -> int | None:
-    value = metadata.get("guild_id")
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 class BindingRepository:
@@ -158,7 +152,7 @@ class BindingRepository:
                 "account_id": conv.account_id,
                 "conversation_id": conv.conversation_id,
                 "parent_conversation_id": conv.parent_conversation_id,
-                "guild_id": _guild_id(record.metadata),
+                "scope": record.scope,
                 "status": record.status,
                 "bound_at": record.bound_at,
                 "expires_at": record.expires_at,

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -53,18 +53,27 @@ from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
 from core.store.errors import store_errors
 
-__all__ = ["LifecycleDefaults", "SessionBindingService"]
+__all__ = ["NO_EXPIRY", "BindingWindows", "SessionBindingService"]
 
-LifecycleDefaults = Callable[[ConversationRef, Mapping[str, Any]], tuple[int, int]]
-"""``(conversation, metadata) -> (idle_timeout_ms, max_age_ms)``, from the resolved flags;
-0 = never. The metadata names the binding's scope (``guild_id``), whose runtime
-overrides count as much as the file's values."""
+
+class BindingWindows(Protocol):
+    """Where a new binding's idle timeout and maximum age come from: the resolved flags
+    (the file's values with the scope's runtime overrides applied)."""
+
+    def binding_windows(self, scope: str | None, account_id: str, channel: str) -> tuple[int, int]:
+        """``(idle_timeout_ms, max_age_ms)`` for a binding there; 0 = never."""
+        ...
+
+
+class _NoExpiry:
+    def binding_windows(self, scope: str | None, account_id: str, channel: str) -> tuple[int, int]:
+        return (0, 0)
+
+
+NO_EXPIRY: BindingWindows = _NoExpiry()
+"""Bindings that never expire unless asked (tests, tools)."""
 
 _log = get_logger("core.bindings")
-
-
-def _no_expiry(_conversation: ConversationRef, _metadata: Mapping[str, Any]) -> tuple[int, int]:
-    return (0, 0)
 
 
 def _not_live(binding_id: str) -> BindingError:
@@ -80,14 +89,14 @@ class SessionBindingService:
         *,
         adapters: AdapterRegistry | None = None,
         clock: Clock | None = None,
-        lifecycle_defaults: LifecycleDefaults = _no_expiry,
+        windows: BindingWindows = NO_EXPIRY,
         shards: ShardSet = EVERY_SHARD,
     ) -> None:
         self._db = database
         self.shards = shards
         self.adapters = adapters if adapters is not None else AdapterRegistry()
         self.clock: Clock = clock or SystemClock()
-        self._lifecycle_defaults = lifecycle_defaults
+        self._windows = windows
         self._index = BindingIndex()
         self._reserved: set[ConversationKey] = set()
         self._pending_touches: dict[str, datetime] = {}
@@ -141,7 +150,7 @@ class SessionBindingService:
 
     def mine(self, record: SessionBindingRecord, /) -> bool:
         """Whether this process answers for the binding's guild (sweeps it, for one)."""
-        return self.shards.owns_scope(record.metadata.get("guild_id"))
+        return self.shards.owns_scope(record.scope)
 
     # -- reads: memory only ----------------------------------------------------
 
@@ -193,10 +202,14 @@ class SessionBindingService:
         ttl_ms: int | None = None,
         bound_by: str | None = None,
         *,
+        scope: str | None = None,
         idle_timeout_ms: int | None = None,
         max_age_ms: int | None = None,
     ) -> SessionBindingRecord:
         """Bind a session to a conversation, creating the conversation when its id is empty.
+
+        ``scope`` is where the conversation is (a Discord guild id): its flags set the
+        binding's windows, and the process on its shard answers for it.
 
         ``ttl_ms`` is a hard lifetime for this binding and takes the place of the
         configured max age; idle timeout and max age default to the resolved flags.
@@ -233,6 +246,7 @@ class SessionBindingService:
                 conversation,
                 metadata,
                 bound_by,
+                scope=scope,
                 ttl_ms=ttl_ms,
                 idle_timeout_ms=idle_timeout_ms,
                 max_age_ms=max_age_ms,
@@ -286,11 +300,14 @@ class SessionBindingService:
         metadata: dict[str, Any],
         bound_by: str | None,
         *,
+        scope: str | None,
         ttl_ms: int | None,
         idle_timeout_ms: int | None,
         max_age_ms: int | None,
     ) -> SessionBindingRecord:
-        default_idle, default_max_age = self._lifecycle_defaults(conversation, metadata)
+        default_idle, default_max_age = self._windows.binding_windows(
+            scope, conversation.account_id, conversation.channel
+        )
         idle = default_idle if idle_timeout_ms is None else idle_timeout_ms
         if ttl_ms is not None:
             max_age = ttl_ms
@@ -309,6 +326,7 @@ class SessionBindingService:
             expires_at=now + timedelta(milliseconds=max_age) if max_age else None,
             metadata=metadata,
             bound_by=bound_by,
+            scope=scope,
             last_activity_at=now,
             idle_timeout_ms=idle,
             max_age_ms=max_age,

@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import BigInteger, Connection, func, inspect, literal, select
+from sqlalchemy import BigInteger, Connection, func, inspect, literal, select, text, update
 
 from core.clock import utcnow
 from core.errors import SchemaVersionError
@@ -95,6 +95,33 @@ def _v7_inbox(conn: Connection) -> None:
     )
 
 
+def _v8_binding_scope(conn: Connection) -> None:
+    """A binding's scope is a field of its own, not a ``guild_id`` key of its metadata.
+
+    Written to run on a table of either shape: a database created before this
+    step has the ``guild_id`` column (copied, then dropped); one created since
+    has ``scope`` already. The key leaves every row's metadata either way.
+    """
+    bindings = table_of(BindingRow)
+    columns = {c["name"] for c in inspect(conn).get_columns(bindings.name)}
+    if "scope" not in columns:
+        conn.execute(text("ALTER TABLE bindings ADD COLUMN scope VARCHAR(64)"))
+    if "guild_id" in columns:
+        conn.execute(
+            text("UPDATE bindings SET scope = CAST(guild_id AS VARCHAR(64)) WHERE scope IS NULL")
+        )
+        conn.execute(text("ALTER TABLE bindings DROP COLUMN guild_id"))
+    read = select(bindings.c.binding_id, bindings.c.metadata, bindings.c.scope)
+    for binding_id, metadata, scope in conn.execute(read).all():
+        if not isinstance(metadata, dict) or "guild_id" not in metadata:
+            continue
+        guild = metadata.pop("guild_id")
+        values: dict[str, Any] = {"metadata": metadata}
+        if scope is None and guild is not None:
+            values["scope"] = str(guild)
+        conn.execute(update(bindings).where(bindings.c.binding_id == binding_id).values(**values))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -103,6 +130,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "subagents and the completion delivery outbox", _v5_subagents),
     Migration(6, "leases: work a bot process has taken, until when", _v6_leases),
     Migration(7, "the inbox: what people said, recorded before handling; read cursors", _v7_inbox),
+    Migration(8, "a binding's scope as a column, not a metadata key", _v8_binding_scope),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
-from core.store.types import Snowflake, UTCDateTime
+from core.store.types import UTCDateTime
 
 __all__ = [
     "BindingRow",
@@ -95,7 +95,8 @@ class BindingRow(SQLModel, table=True):
     parent_conversation_id: str | None = Field(
         default=None, sa_column=Column(String(64), nullable=True)
     )
-    guild_id: int | None = Field(default=None, sa_column=Column(Snowflake, nullable=True))
+    scope: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    """Where the conversation is, for the flags and the shards: a Discord guild id, as text."""
     status: str = Field(sa_column=Column(String(8), nullable=False))
     bound_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime()))

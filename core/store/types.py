@@ -1,22 +1,15 @@
-"""Column types shared by every table: UTC datetimes and Discord snowflakes."""
+"""Column types shared by every table: UTC datetimes."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime
+from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["Snowflake", "UTCDateTime"]
-
-Snowflake = BigInteger
-"""Discord ids (guilds, channels, users, webhooks) are 64-bit ints: BIGINT, never text.
-
-Conversation ids in the channel-agnostic core stay text (a Slack channel is
-``C0123``); only Discord-specific columns use this type.
-"""
+__all__ = ["UTCDateTime"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -26,7 +26,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.agent.agent import Agent
 from core.agent.assignment import AgentActivatedPayload
@@ -53,7 +53,7 @@ from core.subagents.records import (
 )
 from core.subagents.validation import is_blank
 
-__all__ = ["SpawnRefused", "SpawnRequest", "Spawned", "SubagentService"]
+__all__ = ["SpawnPolicy", "SpawnRefused", "SpawnRequest", "Spawned", "SubagentService"]
 
 _log = get_logger("core.subagents")
 
@@ -94,8 +94,12 @@ class Spawned:
     display_name: str
 
 
-ThreadsAllowed = Callable[[SpawnRequest], bool]
-"""Whether the resolved flags let this request open a thread (enabled and spawn on)."""
+class SpawnPolicy(Protocol):
+    """Whether a subagent may open a thread of its own there: the resolved flags (binding
+    and spawning on, the scope's runtime overrides applied)."""
+
+    def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool: ...
+
 
 StartedObserver = Callable[[SubagentRecord, SessionBindingRecord | None, Agent], None]
 """Told when a subagent's agent runs (after a spawn, and again after a restart)."""
@@ -113,7 +117,7 @@ class SubagentService:
         delivery: CompletionDelivery,
         *,
         profiles: Mapping[str, AgentProfile],
-        threads_allowed: ThreadsAllowed,
+        policy: SpawnPolicy,
         clock: Clock | None = None,
         timeout_seconds: float | None = None,
         shards: ShardSet = EVERY_SHARD,
@@ -126,7 +130,7 @@ class SubagentService:
         self._bindings = bindings
         self.delivery = delivery
         self._profiles = profiles
-        self._threads_allowed = threads_allowed
+        self._policy = policy
         self.clock: Clock = clock or SystemClock()
         self._observers: list[StartedObserver] = []
         self._recovery: asyncio.Future[int] | None = None
@@ -210,7 +214,9 @@ class SubagentService:
                 "a session-mode subagent lives in its own thread: ask for thread=true, "
                 "or use mode 'run'"
             )
-        if request.thread and not self._threads_allowed(request):
+        requester = request.requester
+        account = requester.account_id if requester is not None else None
+        if request.thread and not self._policy.spawns_threads(request.scope, account):
             raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a subagent in its own thread")
         return self.choose_agent(request.agent)
 
@@ -307,14 +313,13 @@ class SubagentService:
             "thread_name": (request.title or f"{name}: {record.task}")[:100],
             **request.metadata,
         }
-        if record.scope is not None:
-            metadata["guild_id"] = record.scope
         return await self._bindings.bind(
             record.session_key,
             "subagent",
             requester.new_beside(),
             metadata=metadata,
             bound_by=record.requested_by,
+            scope=record.scope,
         )
 
     async def _discard(self, key: str) -> None:

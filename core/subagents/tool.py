@@ -23,7 +23,7 @@ def spawn_tool_handler(service: SubagentService) -> SpawnHandler:
         requester: ConversationRef | None
         if binding is not None:
             requester = binding.conversation
-            scope = binding.metadata.get("guild_id")
+            scope = binding.scope
         else:
             requester = parent.requester if parent else None
             scope = parent.scope if parent else None

@@ -93,7 +93,8 @@ async def seed_store(db: Path, guild: Guild, threads: list[Channel], fake: FakeD
             conversation=conversation_for("default", thread.id, thread.parent_id),
             status="active",
             bound_at=now,
-            metadata={"guild_id": str(guild.id), "persona": {"name": "Bench"}},
+            metadata={"persona": {"name": "Bench"}},
+            scope=str(guild.id),
         )
         for thread in threads
     ]

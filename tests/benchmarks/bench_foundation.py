@@ -88,7 +88,7 @@ def row(i: int) -> dict[str, object]:
         "account_id": "main",
         "conversation_id": str(10**17 + i),
         "parent_conversation_id": str(10**16 + parent),
-        "guild_id": 42,
+        "scope": "42",
         "status": "active",
         "bound_at": T0,
         "expires_at": None,

@@ -248,7 +248,7 @@ class TestFocus:
         assert focused.target_kind == "session"
         assert focused.bound_by == str(bot.world.alice.id)
         assert focused.conversation.parent_conversation_id == str(bot.world.channel.id)
-        assert focused.metadata["guild_id"] == str(bot.world.guild.id)
+        assert focused.scope == str(bot.world.guild.id)
 
     async def test_unknown_target_or_bound_thread_is_refused(self, start_bot: StartBot) -> None:
         """An unknown session, or a thread already bound, is an ephemeral error; nothing binds."""

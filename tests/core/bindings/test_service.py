@@ -22,6 +22,16 @@ from tests.fixtures.stores import StoreFactory
 HOUR_MS = 3_600_000
 
 
+class Windows:
+    """Every new binding's (idle timeout, max age) in ms, wherever it is."""
+
+    def __init__(self, idle_ms: int, max_age_ms: int) -> None:
+        self._windows = (idle_ms, max_age_ms)
+
+    def binding_windows(self, scope: str | None, account_id: str, channel: str) -> tuple[int, int]:
+        return self._windows
+
+
 async def service_on(
     db: Database, clock: FakeClock, *adapters: RecordingAdapter, **kwargs
 ) -> SessionBindingService:
@@ -43,7 +53,7 @@ class TestBindAndRestart:
         """A binding made before a restart resolves after it, from the same store."""
         service = await service_on(await open_store(), clock)
         record = await service.bind(
-            "agent:1", "subagent", conv("t1", "100"), metadata={"guild_id": "42"}, bound_by="u1"
+            "agent:1", "subagent", conv("t1", "100"), scope="42", bound_by="u1"
         )
         await service.close()
 
@@ -99,7 +109,7 @@ class TestBindAndRestart:
 
     async def test_lifecycle_defaults_and_ttl(self, database: Database, clock: FakeClock) -> None:
         """Idle and max age come from the defaults; a ttl replaces the max age."""
-        service = await service_on(database, clock, lifecycle_defaults=lambda c, m: (HOUR_MS, 0))
+        service = await service_on(database, clock, windows=Windows(HOUR_MS, 0))
         plain = await service.bind("s1", "session", conv("t1"))
         with_ttl = await service.bind("s2", "session", conv("t2"), ttl_ms=60_000)
         assert (plain.idle_timeout_ms, plain.max_age_ms, plain.expires_at) == (HOUR_MS, 0, None)
@@ -270,9 +280,7 @@ class TestSetLifetime:
         self, database: Database, clock: FakeClock
     ) -> None:
         """max_age 0 clears the hard deadline; an omitted window keeps its value."""
-        service = await service_on(
-            database, clock, lifecycle_defaults=lambda c, m: (HOUR_MS, HOUR_MS)
-        )
+        service = await service_on(database, clock, windows=Windows(HOUR_MS, HOUR_MS))
         record = await service.bind("s1", "session", conv("t1"))
         updated = await service.set_lifetime(record.binding_id, max_age_ms=0)
         assert (updated.idle_timeout_ms, updated.max_age_ms, updated.expires_at) == (

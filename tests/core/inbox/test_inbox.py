@@ -102,7 +102,7 @@ async def world(
     clock = FakeClock()
     bindings = SessionBindingService(database, clock=clock)
     await bindings.start()
-    await bindings.bind(SESSION, "session", THREAD, metadata={"guild_id": "1"})
+    await bindings.bind(SESSION, "session", THREAD, scope="1")
     provider = ScriptedProvider(steps)
     tools = GatedTools()
     broken = {"error": factory_error}

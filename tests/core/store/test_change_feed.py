@@ -137,7 +137,7 @@ async def test_a_binding_made_in_one_process_is_indexed_in_the_other(two: Two) -
 
     two.feed.on("binding", reload)
     await two.listen()
-    record = await here.bind("agent:1", "subagent", conv("t1", "100"), metadata={"guild_id": "1"})
+    record = await here.bind("agent:1", "subagent", conv("t1", "100"), scope="1")
     await applied.wait(1)
     assert there.resolve_by_conversation(conv("t1")) == record
     await here.unbind(record.binding_id, reason="done")

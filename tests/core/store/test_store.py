@@ -68,7 +68,7 @@ class TestTimestamps:
                         conversation_id="1",
                         status="active",
                         bound_at=paris,
-                        guild_id=2**62,
+                        scope=str(2**62),
                     )
                 )
                 session.flush()
@@ -81,7 +81,7 @@ class TestTimestamps:
         row = await database.run(read)
         assert row.bound_at == paris
         assert row.bound_at.utcoffset() == timedelta(0)
-        assert row.guild_id == 2**62
+        assert row.scope == str(2**62)
 
     async def test_naive_datetime_is_refused(self, database: Database) -> None:
         """A naive datetime is a caller bug and never reaches the database."""

@@ -147,7 +147,7 @@ async def harness(
             max_attempts=3,
         ),
         profiles=cfg.agents,
-        threads_allowed=lambda _request: threads["allowed"],
+        policy=_Threads(threads),
         clock=clock,
         timeout_seconds=task_timeout or None,
     )
@@ -158,3 +158,13 @@ async def harness(
 
 
 __all__ = ["CHANNEL", "Harness", "RecordingSink", "Step", "harness"]
+
+
+class _Threads:
+    """The spawn policy a test switches: ``threads["allowed"]``."""
+
+    def __init__(self, threads: dict[str, bool]) -> None:
+        self._threads = threads
+
+    def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool:
+        return self._threads["allowed"]
