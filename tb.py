@@ -66,7 +66,7 @@ def cmd_test(args: list[str]) -> int:
         [str(BIN / "ruff"), "check", "."],
         [str(BIN / "ruff"), "format", "--check", "."],
         [str(BIN / "lint-imports")],
-        [str(BIN / "mypy")],  # strict on core/ ([tool.mypy] in pyproject.toml)
+        [str(BIN / "mypy")],  # strict on core/, adapters/, bot/ ([tool.mypy] in pyproject.toml)
     ]
     for check in checks:
         if code := _run(check):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import discord
 from discord import app_commands
 
@@ -59,13 +61,10 @@ class ThreadboundClient(discord.Client):
     ) -> None:
         # The default of every send, edit, interaction answer and webhook message made
         # through this client: user and model text echoed by the bot never pings anyone.
-        shards = services.config.discord
         super().__init__(
             intents=client_intents or intents(),
             allowed_mentions=discord.AllowedMentions.none(),
-            # read by AutoShardedClient (ShardedThreadboundClient) only
-            shard_count=shards.shard_count,
-            shard_ids=shards.shard_ids,
+            **self._shard_options(services),
         )
         self.account_id = account_id
         self.services = services
@@ -89,7 +88,7 @@ class ThreadboundClient(discord.Client):
             self.tree.add_command(command)
         setup_handoffs(self, self.account)
         setup_approvals(self)
-        self.tree.on_error = self._command_failed
+        self.tree.error(self._command_failed)
         # What a previous run left unfinished (once per process), before the gateway
         # connects and new work can arrive.
         await self.services.pick_up()
@@ -106,6 +105,11 @@ class ThreadboundClient(discord.Client):
                 await self.tree.sync(guild=guild)
         else:
             await self.tree.sync()
+
+    @staticmethod
+    def _shard_options(services: Services) -> dict[str, Any]:
+        """One gateway connection: discord.py's plain client takes no shard settings."""
+        return {}
 
     @property
     def sharded(self) -> bool:
@@ -176,6 +180,11 @@ class ShardedThreadboundClient(ThreadboundClient, discord.AutoShardedClient):
     all, of which this process connects ``shard_ids`` (unset: every one). Discord
     sends each shard only its guilds' events, so processes splitting the shards
     never both see one event."""
+
+    @staticmethod
+    def _shard_options(services: Services) -> dict[str, Any]:
+        shards = services.config.discord
+        return {"shard_count": shards.shard_count, "shard_ids": shards.shard_ids}
 
 
 def client_for(account_id: str, services: Services, managers: ManagerRegistry) -> ThreadboundClient:

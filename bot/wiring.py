@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,8 @@ class Services:
         outbox either way). New work may still start meanwhile; it is not waited for.
         """
         announcements, ends = self.subagents.finishing(), self.bindings.ending()
-        pending = [*announcements, *ends]  # a run's announcement includes its binding's end
+        # a run's announcement includes its binding's end
+        pending: list[Awaitable[Any]] = [*announcements, *ends]
         if not pending:
             return 0
         _log.info(
@@ -267,7 +268,7 @@ class NoProvider:
         *,
         tools: Sequence[ToolSpec] = (),
         model: str | None = None,
-    ) -> AsyncIterator[ProviderEvent]:
+    ) -> AsyncGenerator[ProviderEvent, None]:
         raise ProviderError(
             "no model provider is configured: add a [providers.<name>] table "
             "(base_url, model, api_key_env) to config.toml"
@@ -298,10 +299,10 @@ async def build_services(
     """
     clock = clock or SystemClock()
     env = os.environ if env is None else env
-    providers = {
+    providers: dict[str, Provider] = {
         name: build_provider(cfg, env, name=name) for name, cfg in config.providers.items()
     }
-    default = next(iter(providers.values()), None) or NoProvider()
+    default: Provider = next(iter(providers.values()), None) or NoProvider()
     mcp = McpServers(config.mcp_servers, env=env, clock=clock, cwd=config.base_dir)
     attachments = AttachmentStore(config.attachments_path())
     try:

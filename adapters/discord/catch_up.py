@@ -202,8 +202,8 @@ class CatchUp:
                 await self._read_thread(binding, channel, cursor, report)
 
         async with asyncio.TaskGroup() as group:
-            for binding, channel, cursor in to_read:
-                group.create_task(read(binding, channel, cursor))
+            for binding, readable, cursor in to_read:
+                group.create_task(read(binding, readable, cursor))
 
     async def _read_thread(
         self, binding: SessionBindingRecord, channel: object, cursor: int, report: CatchUpReport

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import Literal
 
 import discord
 
@@ -74,7 +75,9 @@ class DiscordCompletionSink:
             async for message in channel.history(limit=HISTORY_LIMIT, after=since):
                 ours = message.webhook_id is not None or (me is not None and message.author == me)
                 if ours and message.content == content:
-                    path = "webhook" if message.webhook_id is not None else "bot"
+                    path: Literal["webhook", "bot"] = (
+                        "webhook" if message.webhook_id is not None else "bot"
+                    )
                     return Posted(str(message.id), path)
         except discord.HTTPException as exc:
             raise DeliveryError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 import discord
 from discord import app_commands
@@ -40,7 +40,7 @@ def artifact_line(event: SessionEvent) -> str:
     return " · ".join(parts)
 
 
-def artifacts_commands(account: AccountRuntime) -> list[app_commands.Command]:
+def artifacts_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
     services = account.services
 
     @app_commands.command(name="artifacts", description="List this thread's session artifacts.")

@@ -9,7 +9,7 @@ would hand it over.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import discord
 from discord import app_commands
@@ -46,7 +46,9 @@ def _show_window(ms: int) -> str:
     return "".join(parts) or f"{ms}ms"
 
 
-def focus_commands(account: AccountRuntime) -> list[app_commands.Command | app_commands.Group]:
+def focus_commands(
+    account: AccountRuntime,
+) -> list[app_commands.Command[Any, ..., Any] | app_commands.Group]:
     services = account.services
 
     async def resolve_target(target: str) -> str | None:

@@ -10,7 +10,7 @@ it survives restarts; the next model call uses it and the status line shows it.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import discord
 from discord import app_commands
@@ -88,7 +88,7 @@ def compact_text(done: Compacted | NotCompacted) -> str:
     )
 
 
-def session_model_commands(account: AccountRuntime) -> list[app_commands.Command]:
+def session_model_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
     services = account.services
 
     async def agent_here(interaction: discord.Interaction, *, changes: bool) -> Agent | None:

@@ -7,7 +7,7 @@ open to everyone: a thread is a conversation.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import discord
 from discord import app_commands
@@ -49,7 +49,7 @@ def _said(outcome: Outcome, message: str, mode: Literal["steer", "follow_up"]) -
     return "Already received."
 
 
-def steering_commands(account: AccountRuntime) -> list[app_commands.Command]:
+def steering_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
     async def deliver(
         interaction: discord.Interaction, message: str, mode: Literal["steer", "follow_up"]
     ) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Final
+from typing import Any, Final
 
 import discord
 from discord import app_commands
@@ -150,7 +150,7 @@ def _export_name(session_key: str) -> str:
     return re.sub(r"[^\w.-]", "_", session_key) + ".html"
 
 
-def tree_commands(account: AccountRuntime) -> list[app_commands.Command]:
+def tree_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
     async def bound_agent(interaction: discord.Interaction, *, changes: bool) -> Agent | None:
         """The agent of this thread's session, or None once the user was told why not."""
         record = await binding_for(account, interaction, changes=changes)

@@ -27,7 +27,7 @@ import secrets
 import signal
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
@@ -399,7 +399,7 @@ async def run_playground(config: Config, *, reason: str = "") -> int:
         if log_path is not None and not console:
             _say(f"  logs: {log_path}")
         waiter = asyncio.create_task(stop.wait())
-        watched = {waiter}
+        watched: set[asyncio.Future[Any]] = {waiter}
         if playground.client_task is not None:
             watched.add(playground.client_task)
         await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
