@@ -32,6 +32,7 @@ from adapters.discord.webhooks import WebhookPool
 from bot.wiring import Services
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
+from core.events import AgentStarted, BindingEnded, BindingStarted, DomainEvent
 
 __all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
 
@@ -83,10 +84,19 @@ class AccountRuntime:
         )
         # Who shows an agent in a thread is decided here alone: when an agent is built
         # (first use, a restart, after a crash or eviction) and when a thread is bound.
-        services.runtime.on_agent_started(self._agent_started)
-        self.manager.on_binding_started = self._binding_started
-        self.manager.on_binding_ended = self._binding_ended
         self.manager.archive_minutes = services.config.discord.thread_auto_archive_minutes
+
+    def on_event(self, event: DomainEvent) -> None:
+        """What the services tell this account (its client subscribes it, once)."""
+        match event:
+            case AgentStarted(agent=agent):
+                self._agent_started(agent)
+            case BindingStarted(record=record):
+                self._binding_started(record)
+            case BindingEnded(record=record):
+                self._binding_ended(record)
+            case _:
+                pass
 
     def _agent_started(self, agent: Agent) -> None:
         """Any agent built for a session bound here (first use, or rebuilt) is shown there."""
@@ -96,6 +106,8 @@ class AccountRuntime:
 
     def _binding_started(self, record: SessionBindingRecord) -> None:
         """A thread bound to a session whose agent is already in memory shows it from now."""
+        if record.conversation.account_id != self.account_id:
+            return
         agent = self.services.runtime.peek(record.target_session_key)
         if agent is not None and self._shows(record):
             self.present(record, agent)
@@ -120,7 +132,9 @@ class AccountRuntime:
             await self.delivery.end_binding(record, THREAD_DELETED)
 
     def _binding_ended(self, record: SessionBindingRecord) -> None:
-        """An ended binding's thread shows its agent no more (the agent may live on elsewhere)."""
+        """An ended binding's thread shows its agent no more (the agent may live on elsewhere).
+
+        Only this account's presenters are keyed by the binding: another's is left alone."""
         entry = self._presenters.pop(record.binding_id, None)
         if entry is not None:
             entry[2].detach()

@@ -18,11 +18,12 @@ from bot.commands.focus import focus_commands
 from bot.commands.session_model import session_model_commands
 from bot.commands.steering import steering_commands
 from bot.commands.tree import tree_commands
-from bot.handoffs import offer_missed_briefs, setup_handoffs
+from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
 from bot.handoffs.brief import recover_brief
 from bot.handoffs.views import recover_handoff
 from bot.presses import recover_presses
 from bot.wiring import Services
+from core.events import DomainEvent, SubagentFinished
 from core.logging import get_logger
 
 __all__ = [
@@ -72,6 +73,14 @@ class ThreadboundClient(discord.Client):
         self.account = AccountRuntime(
             account_id, self, services, managers, min_edit_interval=min_edit_interval
         )
+        services.events.subscribe(self._on_event)  # once per account
+
+    def _on_event(self, event: DomainEvent) -> None:
+        """What the services tell this account: shown in its threads; after a task's
+        announcement, the brief button where its agent hands off."""
+        self.account.on_event(event)
+        if isinstance(event, SubagentFinished):
+            subagent_finished(self.account, event.record)
 
     async def setup_hook(self) -> None:
         """Register and sync the commands. Runs once, before the gateway connects."""
@@ -86,7 +95,7 @@ class ThreadboundClient(discord.Client):
         ]
         for command in commands:
             self.tree.add_command(command)
-        setup_handoffs(self, self.account)
+        setup_handoffs(self)
         setup_approvals(self)
         self.tree.error(self._command_failed)
         # What a previous run left unfinished (once per process), before the gateway

@@ -28,6 +28,7 @@ from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config
 from core.errors import ProviderError
+from core.events import DomainEvents
 from core.handoffs.activate import finish_accepted
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
@@ -45,6 +46,7 @@ from core.sharding import ShardSet
 from core.store import Database, open_database
 from core.store.changes import ChangeFeed
 from core.store.liveness import liveness_for
+from core.stream import EventStream
 from core.subagents import CompletionDelivery, SinkRegistry, SubagentService
 from core.subagents.tool import spawn_tool_handler
 
@@ -75,6 +77,8 @@ class Services:
     attachments: AttachmentStore
     leases: Leases
     shards: ShardSet
+    events: DomainEvents = field(default_factory=EventStream)
+    """What the services tell the channels; each account subscribes once."""
     changes: ChangeFeed | None = None
     """Other processes' changes to bindings and overrides (PostgreSQL only)."""
     providers: dict[str, Provider] = field(default_factory=dict)
@@ -322,6 +326,7 @@ async def build_services(
     )
     liveness = liveness_for(database)
     try:
+        events: DomainEvents = EventStream()
         leases = Leases(
             database, ttl_seconds=config.store.lease_seconds, clock=clock, liveness=liveness
         )
@@ -335,6 +340,7 @@ async def build_services(
             clock=clock,
             windows=overrides,
             shards=shards,
+            publish=events.publish,
         )
         await bindings.start()
         sessions = SessionLog(database, clock=clock)
@@ -355,6 +361,7 @@ async def build_services(
             clock=clock,
             idle_evict_seconds=config.agent.idle_evict_seconds,
             leases=leases,
+            publish=events.publish,
         )
         router = BoundDeliveryRouter(bindings, clock=clock)
         inbound = InboundRouter(bindings, runtime)
@@ -386,6 +393,7 @@ async def build_services(
             clock=clock,
             timeout_seconds=config.agent.subagent_timeout_seconds or None,
             shards=shards,
+            publish=events.publish,
         )
         artifacts = ArtifactService(sessions)
         factory.attach_spawn(spawn_tool_handler(subagents))
@@ -416,6 +424,7 @@ async def build_services(
         shards=shards,
         changes=_change_feed(config, database, bindings, overrides),
         providers=providers,
+        events=events,
     )
 
 

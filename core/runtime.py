@@ -36,8 +36,9 @@ from core.logging import get_logger
 from core.sessions.log import SessionLog, as_item
 from core.sessions.payloads import TurnInterruptedPayload
 from core.sessions.tree import SessionTree
+from core.stream import Publish, ignore
 
-__all__ = ["AgentFactory", "SessionBusy", "SessionRuntime"]
+__all__ = ["AgentFactory", "AgentStarted", "SessionBusy", "SessionRuntime"]
 
 _log = get_logger("core.runtime")
 
@@ -56,6 +57,15 @@ class SessionBusy(SessionError):
             "it moves to this one only if that process stops",
             session_key=session_key,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStarted:
+    """An agent was built for a session (first use, or rebuilt after an eviction, a
+    crash or a restart), before it resumes work: whatever shows the session attaches
+    now, or an agent resuming its queued follow-ups would answer into nowhere."""
+
+    agent: Agent
 
 
 @dataclass(slots=True)
@@ -77,6 +87,7 @@ class SessionRuntime:
         max_restarts: int = 3,
         restart_window_seconds: float = 300.0,
         leases: Leases | None = None,
+        publish: Publish[AgentStarted] = ignore,
     ) -> None:
         self._log = log
         self._leases = leases
@@ -89,16 +100,7 @@ class SessionRuntime:
         self._starting: dict[str, asyncio.Lock] = {}
         self._crashes: dict[str, list[datetime]] = {}
         self._restarts: set[asyncio.Task[None]] = set()
-        self._started_listeners: list[Callable[[Agent], None]] = []
-
-    def on_agent_started(self, listener: Callable[[Agent], None]) -> None:
-        """Call ``listener`` with every agent this runtime builds, before it resumes work.
-
-        Whatever shows an agent (a thread's presenter) attaches here once, and so
-        also sees agents rebuilt after an eviction, a crash or a restart: an agent
-        that resumed its queued follow-ups unobserved would answer into nowhere.
-        """
-        self._started_listeners.append(listener)
+        self._publish = publish
 
     def resident(self) -> list[str]:
         """Session keys with an agent in memory."""
@@ -124,7 +126,7 @@ class SessionRuntime:
                     agent, interrupted = await self._start(session_key)
                     entry = _Entry(agent, self.clock.now())
                     self._entries[session_key] = entry
-                    self._announce(agent)
+                    self._publish(AgentStarted(agent))
                     if interrupted is not None:  # shown where the agent is, before it goes on
                         agent.emit(TurnInterrupted(session_key, interrupted, stopping=False))
                     await agent.resume()
@@ -169,15 +171,6 @@ class SessionRuntime:
         agent = self._factory(tree, self._log, self._crashed)
         agent.subscribe(self._on_event)
         return agent, interrupted
-
-    def _announce(self, agent: Agent) -> None:
-        for listener in list(self._started_listeners):
-            try:
-                listener(agent)
-            except Exception:
-                _log.warning(
-                    "session.start_listener_failed", session_key=agent.session_key, exc_info=True
-                )
 
     def _on_event(self, event: AgentEvent) -> None:
         # Idleness counts from the end of the last turn, not from the last get().

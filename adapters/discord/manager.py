@@ -15,7 +15,7 @@ escape the spawn use case unexplained and leave the user's command waiting.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -62,10 +62,6 @@ class ThreadBindingManager:
     def __init__(self, account_id: str, client: discord.Client) -> None:
         self._account_id = account_id
         self._client = client
-        self.on_binding_started: Callable[[SessionBindingRecord], None] | None = None
-        """Set by the account that shows agents in threads: show this one's agent here."""
-        self.on_binding_ended: Callable[[SessionBindingRecord], None] | None = None
-        """Set by the account that shows agents in threads: stop showing this one."""
         self.archive_minutes: ThreadArchiveDuration = DEFAULT_ARCHIVE_MINUTES
         """``auto_archive_duration`` of the threads it opens (``[discord]`` sets it)."""
 
@@ -131,15 +127,11 @@ class ThreadBindingManager:
         return conversation_for(self._account_id, thread.id, parent.id)
 
     async def on_bound(self, record: SessionBindingRecord) -> None:
-        if self.on_binding_started is not None:
-            self.on_binding_started(record)
         persona = record.metadata.get("persona") or {}
         name = persona.get("name") or record.target_session_key
         await self._say(record, intro(record, name))
 
     async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:
-        if self.on_binding_ended is not None:
-            self.on_binding_ended(record)
         if reason == "thread-deleted":
             return  # nowhere to say it
         await self._say(record, farewell(record, reason))

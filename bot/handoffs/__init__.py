@@ -9,6 +9,6 @@ buttons registered with the client.
 from __future__ import annotations
 
 from bot.handoffs.brief import offer_missed_briefs
-from bot.handoffs.views import setup_handoffs
+from bot.handoffs.views import setup_handoffs, subagent_finished
 
-__all__ = ["offer_missed_briefs", "setup_handoffs"]
+__all__ = ["offer_missed_briefs", "setup_handoffs", "subagent_finished"]

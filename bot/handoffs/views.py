@@ -61,6 +61,7 @@ __all__ = [
     "BriefButton",
     "HandoffButton",
     "setup_handoffs",
+    "subagent_finished",
 ]
 
 _log = get_logger("bot.handoffs")
@@ -127,24 +128,22 @@ class BriefButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=BRIEF
         )
 
 
-def setup_handoffs(client: discord.Client, account: AccountRuntime) -> None:
-    """Register the buttons with ``client``; offer the brief once a spawned task is announced."""
+def setup_handoffs(client: discord.Client) -> None:
+    """Register the buttons with ``client`` (a press is understood from its id alone)."""
     client.add_dynamic_items(HandoffButton, BriefButton)
 
+
+def subagent_finished(account: AccountRuntime, record: SubagentRecord) -> None:
+    """After a task's announcement, the brief button comes under it (if its agent hands
+    off); a run-mode thread was let go by then and gets none."""
     services = account.services
-
-    def finished(record: SubagentRecord) -> None:
-        # After the task's announcement, so the button comes under it; a run-mode
-        # thread was let go by then and gets none.
-        binding = services.subagents.binding_of(record.session_key)
-        agent = services.runtime.peek(record.session_key)
-        if binding is None or agent is None:
-            return
-        conversation = binding.conversation
-        if conversation.channel == "discord" and conversation.account_id == account.account_id:
-            watch_for_brief(account, binding, agent)
-
-    services.subagents.on_finished(finished)
+    binding = services.subagents.binding_of(record.session_key)
+    agent = services.runtime.peek(record.session_key)
+    if binding is None or agent is None:
+        return
+    conversation = binding.conversation
+    if conversation.channel == "discord" and conversation.account_id == account.account_id:
+        watch_for_brief(account, binding, agent)
 
 
 async def recover_handoff(account: AccountRuntime, press: InboxPress) -> None:

@@ -8,12 +8,15 @@ Field names follow SPEC.md; only the seed's fields are required.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "BindingEnded",
+    "BindingStarted",
     "BindingStatus",
     "BindingTargetKind",
     "ConversationKey",
@@ -141,3 +144,20 @@ class SessionBindingRecord(BaseModel):
             "conversation_id": self.conversation.conversation_id,
             "guild": self.scope,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class BindingStarted:
+    """A conversation was bound here (this process made the binding), before the
+    channel says hello: whatever shows the session there attaches now."""
+
+    record: SessionBindingRecord
+
+
+@dataclass(frozen=True, slots=True)
+class BindingEnded:
+    """A binding ended (``reason``: its end reason), before the channel says goodbye:
+    the conversation shows its session no more."""
+
+    record: SessionBindingRecord
+    reason: str

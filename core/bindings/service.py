@@ -39,6 +39,8 @@ from core._gc import bulk_allocation
 from core.bindings._index import BindingIndex
 from core.bindings.adapter import AdapterRegistry, ChannelAdapter
 from core.bindings.records import (
+    BindingEnded,
+    BindingStarted,
     BindingTargetKind,
     ConversationKey,
     ConversationRef,
@@ -52,6 +54,7 @@ from core.logging import get_logger
 from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
 from core.store.errors import store_errors
+from core.stream import Publish, ignore
 
 __all__ = ["NO_EXPIRY", "BindingWindows", "SessionBindingService"]
 
@@ -91,7 +94,9 @@ class SessionBindingService:
         clock: Clock | None = None,
         windows: BindingWindows = NO_EXPIRY,
         shards: ShardSet = EVERY_SHARD,
+        publish: Publish[BindingStarted | BindingEnded] = ignore,
     ) -> None:
+        self._publish = publish
         self._db = database
         self.shards = shards
         self.adapters = adapters if adapters is not None else AdapterRegistry()
@@ -267,6 +272,7 @@ class SessionBindingService:
             ),
             _log,
         )
+        self._publish(BindingStarted(record))
         if adapter is not None:
             await self._side_effect("on_bound", adapter.on_bound(record), record)
         return record
@@ -451,6 +457,7 @@ class SessionBindingService:
                 ),
                 _log,
             )
+        self._publish(BindingEnded(ended, reason))
         adapter = self.adapters.get(record.conversation.channel, record.conversation.account_id)
         if adapter is not None:
             await self._side_effect("on_unbound", adapter.on_unbound(ended, reason), ended)

@@ -27,6 +27,7 @@ from core.bindings.service import SessionBindingService
 from core.clock import Clock
 from core.logging import get_logger
 from core.runtime import SessionRuntime
+from core.stream import Publish, ignore
 from core.subagents.delivery import CompletionDelivery
 from core.subagents.events import (
     CHILD_FINISHED,
@@ -35,14 +36,12 @@ from core.subagents.events import (
     CompletedPayload,
 )
 from core.subagents.outcome import last_answer, parent_message, task_outcome
-from core.subagents.records import Outcome, SubagentRecord, outcome_state
+from core.subagents.records import Outcome, SubagentFinished, SubagentRecord, outcome_state
 
-__all__ = ["FinishedObserver", "TaskCompletion"]
+__all__ = ["TaskCompletion"]
 
 _log = get_logger("core.subagents")
 
-FinishedObserver = Callable[[SubagentRecord], None]
-"""Told when a subagent's task is announced (and a run-mode thread let go)."""
 
 Save = Callable[[SubagentRecord], Awaitable[SubagentRecord]]
 
@@ -60,7 +59,9 @@ class TaskCompletion:
         name_of: Callable[[SubagentRecord], str],
         clock: Clock,
         timeout_seconds: float | None,
+        publish: Publish[SubagentFinished] = ignore,
     ) -> None:
+        self._publish = publish
         self._runtime = runtime
         self._bindings = bindings
         self._delivery = delivery
@@ -68,14 +69,9 @@ class TaskCompletion:
         self._name_of = name_of
         self._clock = clock
         self._timeout = timeout_seconds
-        self._finished: list[FinishedObserver] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watching: set[str] = set()
         self._finishing: set[asyncio.Future[None]] = set()
-
-    def on_finished(self, observer: FinishedObserver) -> Callable[[], None]:
-        self._finished.append(observer)
-        return lambda: self._finished.remove(observer)
 
     def run(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` as a task kept until it ends (asyncio keeps only weak references)."""
@@ -183,13 +179,7 @@ class TaskCompletion:
         if record.mode == "run" and record.binding_id is not None:
             why = "run-complete" if record.state == "completed" else "run-failed"
             await self._bindings.unbind(target_session_key=record.session_key, reason=why)
-        for observer in list(self._finished):
-            try:
-                observer(record)
-            except Exception:
-                _log.error(
-                    "subagent.observer_failed", session_key=record.session_key, exc_info=True
-                )
+        self._publish(SubagentFinished(record))
 
     async def _tell_parent(
         self, record: SubagentRecord, completion_id: str, outcome: Outcome, result: str

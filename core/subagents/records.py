@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -12,6 +13,7 @@ from core.bindings.records import ConversationRef
 __all__ = [
     "Outcome",
     "SpawnMode",
+    "SubagentFinished",
     "SubagentRecord",
     "SubagentState",
     "outcome_state",
@@ -59,3 +61,11 @@ class SubagentRecord(BaseModel):
 
     def moved(self, state: SubagentState, at: datetime, **changes: object) -> SubagentRecord:
         return self.model_copy(update={"state": state, "updated_at": at, **changes})
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentFinished:
+    """A subagent's task was seen through: announced once, its run-mode thread let go.
+    What comes after an announcement (a handoff's brief button) hangs off this."""
+
+    record: SubagentRecord

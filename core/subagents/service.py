@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,12 +42,14 @@ from core.sessions.log import AppendItem, SessionLog, as_item
 from core.sessions.tree import SessionTree
 from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
+from core.stream import Publish, ignore
 from core.subagents import repository
-from core.subagents.completion import FinishedObserver, TaskCompletion
+from core.subagents.completion import TaskCompletion
 from core.subagents.delivery import CompletionDelivery
 from core.subagents.events import SpawnedPayload
 from core.subagents.records import (
     SpawnMode,
+    SubagentFinished,
     SubagentRecord,
     SubagentState,
 )
@@ -101,10 +103,6 @@ class SpawnPolicy(Protocol):
     def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool: ...
 
 
-StartedObserver = Callable[[SubagentRecord, SessionBindingRecord | None, Agent], None]
-"""Told when a subagent's agent runs (after a spawn, and again after a restart)."""
-
-
 class SubagentService:
     """Spawns subagents and sees each task through to one delivered announcement."""
 
@@ -121,6 +119,7 @@ class SubagentService:
         clock: Clock | None = None,
         timeout_seconds: float | None = None,
         shards: ShardSet = EVERY_SHARD,
+        publish: Publish[SubagentFinished] = ignore,
     ) -> None:
         self._db = database
         self._shards = shards
@@ -132,7 +131,6 @@ class SubagentService:
         self._profiles = profiles
         self._policy = policy
         self.clock: Clock = clock or SystemClock()
-        self._observers: list[StartedObserver] = []
         self._recovery: asyncio.Future[int] | None = None
         self._completion = TaskCompletion(
             runtime,
@@ -142,6 +140,7 @@ class SubagentService:
             name_of=self.name_of,
             clock=self.clock,
             timeout_seconds=timeout_seconds,
+            publish=publish,
         )
 
     # -- names and profiles -------------------------------------------------------
@@ -185,13 +184,6 @@ class SubagentService:
                 f"agent {requested!r} starts only through an accepted handoff, not directly"
             )
         return requested
-
-    def on_started(self, observer: StartedObserver) -> Callable[[], None]:
-        self._observers.append(observer)
-        return lambda: self._observers.remove(observer)
-
-    def on_finished(self, observer: FinishedObserver) -> Callable[[], None]:
-        return self._completion.on_finished(observer)
 
     # -- spawn ---------------------------------------------------------------------
 
@@ -267,7 +259,6 @@ class SubagentService:
                     "running", self.clock.now(), binding_id=binding.binding_id if binding else None
                 )
             )
-            self._tell_started(record, binding, agent)
             await agent.send(
                 request.task,
                 author_id=request.requested_by,
@@ -338,17 +329,6 @@ class SubagentService:
         if binding is not None:
             await self._bindings.unbind(binding.binding_id, reason="spawn-failed")
 
-    def _tell_started(
-        self, record: SubagentRecord, binding: SessionBindingRecord | None, agent: Agent
-    ) -> None:
-        for observer in list(self._observers):
-            try:
-                observer(record, binding, agent)
-            except Exception:
-                _log.error(
-                    "subagent.observer_failed", session_key=record.session_key, exc_info=True
-                )
-
     async def _save(self, record: SubagentRecord) -> SubagentRecord:
         await self._db.run(repository.upsert_subagent, record)
         return record
@@ -411,11 +391,9 @@ class SubagentService:
 
     async def _resume(self, record: SubagentRecord) -> None:
         try:
-            agent = await self._runtime.get(record.session_key)
+            await self._runtime.get(record.session_key)
         except SessionBusy:
             return  # a live process runs it; if that one dies, a later recovery takes it
-        binding = self.binding_of(record.session_key)
-        self._tell_started(record, binding, agent)
         self._completion.watch(record)
 
     def binding_of(self, session_key: str) -> SessionBindingRecord | None:
