@@ -149,8 +149,7 @@ async def _legacy(
 
 
 async def _post_answer(tree: SessionTree, channel: discord.abc.MessageableChannel) -> None:
-    answers = [e.payload["text"] for e in tree.path() if e.type == "assistant_message"]
-    text = next((a for a in reversed(answers) if a), "(the subagent finished without an answer)")
+    text = tree.last_answer() or "(the subagent finished without an answer)"
     try:
         for part in split_message(text):
             await channel.send(part, allowed_mentions=_NO_MENTIONS)

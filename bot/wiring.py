@@ -30,6 +30,7 @@ from core.config import AgentProfile, Config
 from core.errors import ProviderError
 from core.events import DomainEvents
 from core.handoffs.activate import finish_accepted
+from core.handoffs.brief import Briefs
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
 from core.inbox import Inbox
@@ -72,6 +73,7 @@ class Services:
     subagents: SubagentService
     artifacts: ArtifactService
     handoffs: HandoffService
+    briefs: Briefs
     mcp: McpServers
     agent_factory: ProfileAgentFactory
     attachments: AttachmentStore
@@ -396,6 +398,7 @@ async def build_services(
             publish=events.publish,
         )
         artifacts = ArtifactService(sessions)
+        handoffs = HandoffService(database, sessions, clock=clock)
         factory.attach_spawn(spawn_tool_handler(subagents))
         factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
@@ -416,7 +419,8 @@ async def build_services(
         inbox=inbox,
         subagents=subagents,
         artifacts=artifacts,
-        handoffs=HandoffService(database, sessions, clock=clock),
+        handoffs=handoffs,
+        briefs=Briefs(runtime, artifacts, handoffs, config.agents),
         mcp=mcp,
         agent_factory=factory,
         attachments=attachments,

@@ -4,16 +4,14 @@
   the thread gets the button once: the binding metadata flag
   ``brief_prompted`` lists the agents it was posted for, so neither a second
   turn nor a restart posts it again.
-- Pressing it (the session's owner or an admin) runs a consolidation turn,
-  records the answer as a ``brief`` artifact confirmed by the presser — the
-  only path to one: the model's ``emit_artifact`` refuses system-only types —
-  offers the handoff to the profile's first ``handoff_to`` agent and posts
-  Accept / Reject under it.
+- Pressing it (the session's owner or an admin) asks the use case,
+  :class:`core.handoffs.brief.Briefs`, for the brief (a consolidation turn,
+  recorded as a ``brief`` artifact confirmed by the presser) and posts the
+  offered handoff's Accept / Reject under it. Here only what Discord shows.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Final
 
 import discord
@@ -31,11 +29,10 @@ from bot.handoffs.ui import (
 from core.agent.agent import Agent
 from core.agent.assignment import AGENT_ACTIVATED, active_agent
 from core.agent.events import AgentEvent, TurnEnded
-from core.artifacts.builtin import BriefData
 from core.bindings.records import SessionBindingRecord
-from core.config import AgentProfile
 from core.errors import ThreadboundError
 from core.handoffs.activation import HandoffRecord
+from core.handoffs.brief import BriefRefused, brief_from_answer
 from core.inbox import InboxPress
 from core.logging import get_logger
 from core.sessions.tree import SessionTree
@@ -43,7 +40,6 @@ from core.sessions.tree import SessionTree
 __all__ = [
     "BRIEF_CUT_OFF",
     "BRIEF_STOPPED",
-    "CONSOLIDATION_TIMEOUT",
     "PROMPTED_KEY",
     "brief_from_answer",
     "brief_pressed",
@@ -56,8 +52,6 @@ _log = get_logger("bot.handoffs")
 
 PROMPTED_KEY: Final = "brief_prompted"
 """Binding metadata: the agents whose brief button was already posted in the thread."""
-CONSOLIDATION_TIMEOUT: Final = 600.0
-"""Seconds the consolidation turn may take before the press is answered with an error."""
 BRIEF_STOPPED: Final = (
     "The brief was interrupted: the bot is stopping. Press the button again once it is back."
 )
@@ -152,35 +146,10 @@ async def _post_brief_button(account: AccountRuntime, binding_id: str, agent_id:
 # -- pressing the brief button -----------------------------------------------------------
 
 
-def brief_from_answer(answer: str, *, next_agent: str | None) -> BriefData:
-    """Title: the first non-empty line, markdown marks stripped; summary: the rest, or the title."""
-    lines = answer.strip().splitlines()
-    title = ""
-    rest: list[str] = []
-    for index, line in enumerate(lines):
-        cleaned = line.strip().lstrip("#").strip().strip("*_").strip()
-        if cleaned:
-            title, rest = cleaned, lines[index + 1 :]
-            break
-    summary = "\n".join(rest).strip() or title
-    return BriefData(title=title[:200], summary=summary, next_agent=next_agent)
-
-
-def _conversation_nodes(tree: SessionTree) -> list[str]:
-    return [e.node_id for e in tree.path() if e.type in ("user_message", "assistant_message")]
-
-
-def _answer_after(tree: SessionTree, node_count: int) -> str:
-    """The last non-empty assistant text of the path beyond its first ``node_count`` events."""
-    for event in reversed(tree.path()[node_count:]):
-        if event.type == "assistant_message" and event.payload.get("text"):
-            return str(event.payload["text"])
-    return ""
-
-
 async def brief_pressed(
     account: AccountRuntime, interaction: discord.Interaction, binding_id: str
 ) -> None:
+    """Parse the press, ask :class:`core.handoffs.brief.Briefs` for the brief, show it."""
     services = account.services
     record = services.bindings.active(binding_id)
     if record is None:
@@ -189,29 +158,22 @@ async def brief_pressed(
     if not await may_change(interaction, services, record.target_session_key):
         await say(interaction, NOT_YOURS)
         return
-    agent = await services.runtime.get(record.target_session_key)
-    current = active_agent(agent.tree)
-    profiles = services.config.agents
-    profile = profiles.get(current or "")
-    if current is None or profile is None or not profile.handoff_to:
-        await say(interaction, f"{display_name(profiles, current)} has no agent to hand off to.")
-        return
-    pending = [
-        h
-        for h in await services.handoffs.list(record.target_session_key)
-        if h.status == "offered" and h.from_agent == current
-    ]
-    if pending:
-        await say(interaction, "A handoff is already offered in this thread; accept or reject it.")
-        return
-    if agent.running or ("briefing", binding_id) in account.in_progress:
-        await say(
-            interaction, f"{display_name(profiles, current)} is busy; press again once it is idle."
-        )
-        return
-    account.in_progress.add(("briefing", binding_id))  # a double press runs one turn
     try:
-        await _produce_brief(account, interaction, record, agent, current, profile)
+        ready = await services.briefs.ready(record.target_session_key)
+    except BriefRefused as exc:
+        await say(interaction, str(exc))
+        return
+    profiles = services.config.agents
+    name = display_name(profiles, ready.from_agent)
+    user = str(interaction.user.id)
+    await interaction.response.defer()
+    try:
+        await interaction.edit_original_response(
+            content=f"<@{user}> asked {name} for the brief…",
+            view=brief_view(binding_id, disabled=True),
+            allowed_mentions=NO_MENTIONS,
+        )
+        brief = await services.briefs.produce(ready, by_user=user)
     except (ThreadboundError, TimeoutError) as exc:
         if services.stopping:  # the stop cut the turn off: say so, and give the button back
             _log.info("handoff.brief_interrupted", binding_id=binding_id)
@@ -219,16 +181,21 @@ async def brief_pressed(
         else:
             _log.warning("handoff.brief_failed", binding_id=binding_id, error=str(exc))
             await say(interaction, f"The brief was not produced: {exc}")
-            text = (
-                f"The brief was not produced ({display_name(profiles, current)}); "
-                "press the button to try again."
-            )
-        if interaction.response.is_done():  # give the button back, so it can be pressed again
-            await interaction.edit_original_response(
-                content=text, view=brief_view(binding_id), allowed_mentions=NO_MENTIONS
-            )
-    finally:
-        account.in_progress.discard(("briefing", binding_id))
+            text = f"The brief was not produced ({name}); press the button to try again."
+        await interaction.edit_original_response(  # the button back, to press again
+            content=text, view=brief_view(binding_id), allowed_mentions=NO_MENTIONS
+        )
+        return
+    presenter = account.presenter(binding_id)
+    if presenter is not None:
+        await presenter.drain()  # the brief's words first, then what it led to
+    await interaction.edit_original_response(
+        content=f"{name} wrote the brief <@{user}> asked for: **{brief.title}**. The handoff "
+        f"to {display_name(profiles, ready.to_agent)} is offered below.",
+        view=brief_view(binding_id, disabled=True),
+        allowed_mentions=NO_MENTIONS,
+    )
+    await _post_offer(account, record, brief.handoff, brief.title)
 
 
 async def recover_brief(account: AccountRuntime, press: InboxPress) -> None:
@@ -241,64 +208,6 @@ async def recover_brief(account: AccountRuntime, press: InboxPress) -> None:
     await thread.get_partial_message(int(press.message_id)).edit(
         content=BRIEF_CUT_OFF, view=brief_view(record.binding_id), allowed_mentions=NO_MENTIONS
     )
-
-
-async def _produce_brief(
-    account: AccountRuntime,
-    interaction: discord.Interaction,
-    record: SessionBindingRecord,
-    agent: Agent,
-    current: str,
-    profile: AgentProfile,
-) -> None:
-    services = account.services
-    profiles = services.config.agents
-    user = str(interaction.user.id)
-    target = profile.handoff_to[0]
-    await interaction.response.defer()
-    await interaction.edit_original_response(
-        content=f"<@{user}> asked {display_name(profiles, current)} for the brief…",
-        view=brief_view(record.binding_id, disabled=True),
-        allowed_mentions=NO_MENTIONS,
-    )
-    origin = _conversation_nodes(agent.tree)
-    before = len(agent.tree.path())
-    await agent.send(
-        f"Write the brief for {display_name(profiles, target)}: first line a title, "
-        "then a summary of what was decided.",
-        author_id=user,
-    )
-    async with asyncio.timeout(CONSOLIDATION_TIMEOUT):
-        await agent.wait_idle()
-    answer = _answer_after(agent.tree, before)
-    if not answer.strip():
-        raise ThreadboundError(f"{display_name(profiles, current)} gave no answer to write it from")
-    event = await services.artifacts.produce_confirmed(
-        agent.tree,
-        type="brief",
-        data=brief_from_answer(answer, next_agent=target).model_dump(),
-        origin=origin,
-        confirmed_by=user,
-        agent=current,
-    )
-    handoff = await services.handoffs.offer(
-        agent.tree,
-        from_agent=current,
-        to_agent=target,
-        artifact_id=event.payload["artifact_id"],
-        actor=user,
-    )
-    presenter = account.presenter(record.binding_id)
-    if presenter is not None:
-        await presenter.drain()
-    await interaction.edit_original_response(
-        content=f"{display_name(profiles, current)} wrote the brief <@{user}> asked for: "
-        f"**{event.payload['data']['title']}**. The handoff to "
-        f"{display_name(profiles, target)} is offered below.",
-        view=brief_view(record.binding_id, disabled=True),
-        allowed_mentions=NO_MENTIONS,
-    )
-    await _post_offer(account, record, handoff, str(event.payload["data"]["title"]))
 
 
 async def _post_offer(

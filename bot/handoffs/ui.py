@@ -7,13 +7,12 @@ that understand a press from that id alone, restart or not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import discord
 
 from bot.account import AccountRuntime
-from core.config import AgentProfile, agent_display_name
+from core.handoffs.brief import display_name
 
 __all__ = [
     "BRIEF_LABEL",
@@ -50,15 +49,6 @@ def account_of(interaction: discord.Interaction) -> AccountRuntime:
     if not isinstance(account, AccountRuntime):
         raise RuntimeError("handoff buttons need a ThreadboundClient (with .account)")
     return account
-
-
-def display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
-    """How the handoff messages mention ``agent``: its profile's name, else its id.
-
-    The bot's own sentence only mentions the agent (no persona is created from it),
-    so the id, or "the agent", reads better here than the config's "Subagent".
-    """
-    return agent_display_name(profiles, agent, fallback=agent or "the agent")
 
 
 async def say(interaction: discord.Interaction, text: str) -> None:

@@ -266,6 +266,21 @@ class SessionTree:
         path.reverse()
         return path
 
+    def last_answer(self, *, after: int = 0) -> str:
+        """The last non-empty text the assistant said on the active path, past its first
+        ``after`` nodes (a turn's answer); "" when it said nothing there.
+
+        One rule for "the answer": a task's result, a brief, an answer posted in a channel.
+        """
+        for event in reversed(self.path()[after:]):
+            if event.type == "assistant_message" and event.payload.get("text"):
+                return str(event.payload["text"])
+        return ""
+
+    def said(self) -> list[SessionEvent]:
+        """The people's and the assistant's messages on the active path (no tool results)."""
+        return [e for e in self.path() if e.type in ("user_message", "assistant_message")]
+
     def children(self, ref: str, /) -> list[SessionEvent]:
         """The conversation nodes continuing ``ref``, oldest first."""
         return list(self._children.get(self.resolve(ref), ()))

@@ -35,7 +35,7 @@ from core.subagents.events import (
     ChildFinishedPayload,
     CompletedPayload,
 )
-from core.subagents.outcome import last_answer, parent_message, task_outcome
+from core.subagents.outcome import parent_message, task_outcome
 from core.subagents.records import Outcome, SubagentFinished, SubagentRecord, outcome_state
 
 __all__ = ["TaskCompletion"]
@@ -127,7 +127,7 @@ class TaskCompletion:
     ) -> None:
         key = record.session_key
         completion_id = f"{key}/{turn_id}"
-        result = last_answer(agent.tree)
+        result = agent.tree.last_answer()
         already = any(
             e.type == COMPLETED and e.payload["completion_id"] == completion_id
             for e in agent.tree.events

@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.sessions.tree import SessionTree
 from core.subagents.records import Outcome
 
-__all__ = ["last_answer", "parent_message", "task_outcome"]
+__all__ = ["parent_message", "task_outcome"]
 
 
 def task_outcome(tree: SessionTree) -> tuple[Outcome, str | None, str]:
@@ -28,14 +28,6 @@ def task_outcome(tree: SessionTree) -> tuple[Outcome, str | None, str]:
         if event.type == "turn_started":
             return "failed", "the agent stopped unexpectedly", payload["turn_id"]
     return "failed", "the task never started", "none"
-
-
-def last_answer(tree: SessionTree) -> str:
-    """The last non-empty assistant text on the active path."""
-    for event in reversed(tree.path()):
-        if event.type == "assistant_message" and event.payload.get("text"):
-            return str(event.payload["text"])
-    return ""
 
 
 def parent_message(name: str, outcome: Outcome, result: str) -> str:

@@ -1,0 +1,177 @@
+"""Producing the brief: the use case behind "Ready — produce the brief".
+
+When the people in a session think it has settled what the next agent needs,
+they ask its current agent for the brief: one consolidation turn, whose answer
+becomes a ``brief`` artifact confirmed by the person who asked (the only path
+to one: a model cannot emit that type by itself), and the handoff to the
+profile's first ``handoff_to`` agent is offered with it. A channel asks
+:meth:`Briefs.ready` first (every refusal, in words for the person) and shows
+what it likes while :meth:`Briefs.produce` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from core.agent.agent import Agent
+from core.agent.assignment import active_agent
+from core.artifacts.builtin import BriefData
+from core.artifacts.service import ArtifactService
+from core.config import AgentProfile, agent_display_name
+from core.errors import ThreadboundError
+from core.handoffs.activation import HandoffRecord
+from core.handoffs.service import HandoffService
+from core.runtime import SessionRuntime
+
+__all__ = [
+    "CONSOLIDATION_TIMEOUT",
+    "Brief",
+    "BriefRefused",
+    "Briefs",
+    "ReadyBrief",
+    "brief_from_answer",
+    "display_name",
+]
+
+CONSOLIDATION_TIMEOUT: Final = 600.0
+"""Seconds the consolidation turn may take before the brief is given up on."""
+
+
+class BriefRefused(ThreadboundError):
+    """No brief now; the message says why, in words for the person who asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyBrief:
+    """A session whose current agent may write its brief now."""
+
+    agent: Agent
+    from_agent: str
+    to_agent: str
+
+
+@dataclass(frozen=True, slots=True)
+class Brief:
+    """The brief written and confirmed, and the handoff offered with it."""
+
+    handoff: HandoffRecord
+    title: str
+
+
+def display_name(profiles: Mapping[str, AgentProfile], agent: str | None) -> str:
+    """How the bot's sentences name ``agent``: its profile's name, else its id."""
+    return agent_display_name(profiles, agent, fallback=agent or "the agent")
+
+
+def brief_from_answer(answer: str, *, next_agent: str | None) -> BriefData:
+    """Title: the first non-empty line, markdown marks stripped; summary: the rest, or the title."""
+    lines = answer.strip().splitlines()
+    title = ""
+    rest: list[str] = []
+    for index, line in enumerate(lines):
+        cleaned = line.strip().lstrip("#").strip().strip("*_").strip()
+        if cleaned:
+            title, rest = cleaned, lines[index + 1 :]
+            break
+    summary = "\n".join(rest).strip() or title
+    return BriefData(title=title[:200], summary=summary, next_agent=next_agent)
+
+
+class Briefs:
+    """Briefs and the handoffs they open, one at a time per session."""
+
+    def __init__(
+        self,
+        runtime: SessionRuntime,
+        artifacts: ArtifactService,
+        handoffs: HandoffService,
+        profiles: Mapping[str, AgentProfile],
+        *,
+        timeout_seconds: float = CONSOLIDATION_TIMEOUT,
+    ) -> None:
+        self._runtime = runtime
+        self._artifacts = artifacts
+        self._handoffs = handoffs
+        self._profiles = profiles
+        self._timeout = timeout_seconds
+        self._writing: set[str] = set()
+        """Sessions whose brief is being written now (a second press writes none)."""
+
+    async def ready(self, session_key: str) -> ReadyBrief:
+        """The session's agent, if it may write its brief now.
+
+        Raises:
+            BriefRefused: no agent to hand off to, an offer already open, or busy.
+        """
+        agent = await self._runtime.get(session_key)
+        current = active_agent(agent.tree)
+        profile = self._profiles.get(current or "")
+        name = display_name(self._profiles, current)
+        if current is None or profile is None or not profile.handoff_to:
+            raise BriefRefused(f"{name} has no agent to hand off to.")
+        offered = [
+            h
+            for h in await self._handoffs.list(session_key)
+            if h.status == "offered" and h.from_agent == current
+        ]
+        if offered:
+            raise BriefRefused("A handoff is already offered in this thread; accept or reject it.")
+        if agent.running or session_key in self._writing:
+            raise BriefRefused(f"{name} is busy; press again once it is idle.")
+        return ReadyBrief(agent, current, profile.handoff_to[0])
+
+    async def produce(self, ready: ReadyBrief, *, by_user: str) -> Brief:
+        """Run the consolidation turn, record the brief ``by_user`` confirmed, offer the
+        handoff with it.
+
+        Raises:
+            BriefRefused: another brief of the session is being written.
+            ThreadboundError: the agent gave no answer (or its turn was cut off).
+            TimeoutError: no answer within the consolidation timeout.
+        """
+        agent = ready.agent
+        key = agent.session_key
+        if key in self._writing:
+            name = display_name(self._profiles, ready.from_agent)
+            raise BriefRefused(f"{name} is busy; press again once it is idle.")
+        self._writing.add(key)
+        try:
+            return await self._write(ready, by_user)
+        finally:
+            self._writing.discard(key)
+
+    async def _write(self, ready: ReadyBrief, by_user: str) -> Brief:
+        agent = ready.agent
+        origin = [event.node_id for event in agent.tree.said()]
+        before = len(agent.tree.path())
+        target = display_name(self._profiles, ready.to_agent)
+        await agent.send(
+            f"Write the brief for {target}: first line a title, "
+            "then a summary of what was decided.",
+            author_id=by_user,
+        )
+        async with asyncio.timeout(self._timeout):
+            await agent.wait_idle()
+        answer = agent.tree.last_answer(after=before)
+        if not answer.strip():
+            name = display_name(self._profiles, ready.from_agent)
+            raise ThreadboundError(f"{name} gave no answer to write it from")
+        event = await self._artifacts.produce_confirmed(
+            agent.tree,
+            type="brief",
+            data=brief_from_answer(answer, next_agent=ready.to_agent).model_dump(),
+            origin=origin,
+            confirmed_by=by_user,
+            agent=ready.from_agent,
+        )
+        handoff = await self._handoffs.offer(
+            agent.tree,
+            from_agent=ready.from_agent,
+            to_agent=ready.to_agent,
+            artifact_id=event.payload["artifact_id"],
+            actor=by_user,
+        )
+        return Brief(handoff, str(event.payload["data"]["title"]))
