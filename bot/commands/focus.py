@@ -15,9 +15,11 @@ import discord
 from discord import app_commands
 
 from adapters.discord.ids import conversation_for
-from bot.account import DEFAULT_PERSONA, AccountRuntime, persona_of
+from bot.account import AccountRuntime
 from bot.commands.bound import binding_for
 from bot.commands.permissions import NOT_OWNER, may_change
+from core.bindings.focus import find_session, persona_name
+from core.bindings.focus import focus as focus_session
 from core.canary import parse_duration
 from core.errors import ConversationAlreadyBound, ThreadboundError
 
@@ -51,18 +53,6 @@ def focus_commands(
 ) -> list[app_commands.Command[Any, ..., Any] | app_commands.Group]:
     services = account.services
 
-    async def resolve_target(target: str) -> str | None:
-        """A session key as given, or the session of a live binding whose persona is ``target``."""
-        if target in await services.sessions.session_keys():
-            return target
-        named = {
-            r.target_session_key
-            for r in services.bindings.live()
-            if r.conversation.account_id == account.account_id
-            and persona_of(r).name.casefold() == target.casefold()
-        }
-        return named.pop() if len(named) == 1 else None
-
     @app_commands.command(name="focus", description="Bind this thread to an existing session.")
     @app_commands.describe(target="Session key (or the persona name of a bound session)")
     @app_commands.guild_only()
@@ -71,7 +61,10 @@ def focus_commands(
         if not isinstance(thread, discord.Thread):
             await interaction.response.send_message(NOT_A_THREAD, ephemeral=True)
             return
-        session_key = await resolve_target(target.strip())
+        known = set(await services.sessions.session_keys())
+        session_key = find_session(
+            services.bindings, known, target.strip(), account_id=account.account_id
+        )
         if session_key is None:
             await interaction.response.send_message(
                 f"No session {target!r}; use a session key from /agents list.", ephemeral=True
@@ -80,17 +73,15 @@ def focus_commands(
         if not await may_change(interaction, services, session_key):
             await interaction.response.send_message(NOT_OWNER, ephemeral=True)
             return
-        earlier = services.bindings.list_by_session(session_key)
-        persona = persona_of(earlier[0]) if earlier else DEFAULT_PERSONA
         await interaction.response.defer(thinking=True)
         try:
-            record = await services.bindings.bind(
+            record = await focus_session(
+                services.bindings,
                 session_key,
-                "session",
                 conversation_for(account.account_id, thread.id, thread.parent_id),
-                metadata={"persona": {"name": persona.name}, "read_after": str(interaction.id)},
-                bound_by=str(interaction.user.id),
                 scope=str(interaction.guild_id),
+                by=str(interaction.user.id),
+                read_after=str(interaction.id),
             )
         except ConversationAlreadyBound as exc:
             await interaction.followup.send(str(exc), ephemeral=True)
@@ -99,7 +90,8 @@ def focus_commands(
             await interaction.followup.send(str(exc)[:2000], ephemeral=True)
             return
         await interaction.followup.send(
-            f"This thread is now bound to `{record.target_session_key}` as **{persona.name}**."
+            f"This thread is now bound to `{record.target_session_key}` as "
+            f"**{persona_name(record)}**."
         )
 
     @app_commands.command(name="unfocus", description="Unbind this thread from its session.")
