@@ -17,8 +17,8 @@ from typing import Any, Final, Literal
 
 import discord
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.approvals import APPROVAL_TEMPLATE, approval_view
-from bot.account import AccountRuntime
 from bot.commands.permissions import NOT_OWNER, may_change
 from bot.handoffs.ui import account_of, say
 from bot.presses import handle_press

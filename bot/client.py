@@ -7,9 +7,9 @@ from typing import Any
 import discord
 from discord import app_commands
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
-from bot.account import AccountRuntime
 from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import agents_group
 from bot.commands.artifacts import artifacts_commands

@@ -18,8 +18,8 @@ from typing import Final
 
 import discord
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import CHANNEL, conversation_for
-from bot.account import AccountRuntime
 from core.errors import ThreadboundError
 from core.inbox import InboxPress
 from core.logging import get_logger, redact_text

@@ -21,9 +21,9 @@ from typing import Literal
 
 import discord
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
 from adapters.discord.text import split_message
-from bot.account import AccountRuntime
 from core import log_events
 from core.agent.assignment import AGENT_ACTIVATED
 from core.agent.events import AgentEvent, TurnEnded

@@ -16,7 +16,7 @@ from typing import Literal
 import discord
 from discord import app_commands
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.spawn import SpawnCommand, plan
 from core.agent.agent import Agent
 from core.agent.assignment import active_agent

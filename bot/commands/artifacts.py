@@ -8,7 +8,7 @@ from typing import Any, Final
 import discord
 from discord import app_commands
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_here
 from core.sessions.events import SessionEvent
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import discord
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
-from bot.account import AccountRuntime
 from bot.commands.permissions import NOT_OWNER, may_change
 from core.bindings.records import SessionBindingRecord
 

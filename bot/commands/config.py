@@ -22,7 +22,7 @@ from typing import Any, Final
 import discord
 from discord import app_commands
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.permissions import is_admin
 from core.config import (
     FLAG_NAMES,

@@ -14,8 +14,8 @@ from typing import Any, Literal
 import discord
 from discord import app_commands
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_for
-from bot.account import AccountRuntime
 from bot.commands.bound import binding_for
 from bot.commands.permissions import NOT_OWNER, may_change
 from core.bindings.focus import find_session, persona_name

@@ -15,7 +15,7 @@ from typing import Any, Final
 import discord
 from discord import app_commands
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.bound import binding_for
 from core.agent.agent import Agent, AgentBusy
 from core.agent.compaction import Compacted, NotCompacted

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import discord
 from discord import app_commands
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_for
 from core.inbox import InboxMessage, Outcome
 from core.logging import get_logger

@@ -20,7 +20,7 @@ from typing import Any, Final
 import discord
 from discord import app_commands
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.bound import binding_for
 from core.agent.agent import Agent
 from core.errors import SessionError

@@ -16,7 +16,7 @@ from typing import Final
 
 import discord
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.permissions import may_change
 from bot.handoffs.ui import (
     NO_MENTIONS,

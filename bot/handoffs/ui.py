@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 import discord
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from core.handoffs.brief import display_name
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import discord
 
-from bot.account import AccountRuntime
+from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_here
 from bot.commands.permissions import may_change
 from bot.handoffs.brief import brief_pressed, watch_for_brief

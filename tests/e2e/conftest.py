@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from adapters.discord.account import AccountRuntime
 from adapters.discord.manager import ManagerRegistry
-from bot.account import AccountRuntime
 from bot.client import ThreadboundClient
 from bot.wiring import Services, build_services
 from core.clock import FakeClock

@@ -29,10 +29,10 @@ from adapters.discord.inbox import DiscordInbox
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
 from adapters.discord.webhooks import WebhookPool
-from bot.wiring import Services
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 from core.events import AgentStarted, BindingEnded, BindingStarted, DomainEvent
+from core.services import Services
 
 __all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
 
