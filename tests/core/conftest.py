@@ -1,4 +1,4 @@
-"""Fixtures shared by the core tests: a store on SQLite only."""
+"""Fixtures shared by the core tests: a store on SQLite only, and a session log."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from core.clock import FakeClock
+from core.sessions.log import SessionLog
 from core.store import Database
 from tests.fixtures.agents import sqlite_database
 
@@ -17,3 +19,9 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
     database = await sqlite_database(tmp_path)
     yield database
     await database.close()
+
+
+@pytest.fixture
+def log(database: Database, clock: FakeClock) -> SessionLog:
+    """A session log on the test's store (each backend), timed by the test's clock."""
+    return SessionLog(database, clock=clock)
