@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from core.agent import Agent, ToolRegistry
@@ -15,7 +12,7 @@ from core.providers.scripted import ScriptedProvider, Step
 from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.agents import GatedTools, sqlite_database, tools_step
+from tests.fixtures.agents import GatedTools, tools_step
 from tests.fixtures.bindings import conv
 
 
@@ -31,13 +28,6 @@ from tests.fixtures.bindings import conv
 def test_parse_mode(text: str, expected: tuple[str, str]) -> None:
     """Only a leading '>>' asks for a follow-up, and it is removed from the text."""
     assert parse_mode(text) == expected
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await sqlite_database(tmp_path)
-    yield database
-    await database.close()
 
 
 async def setup(db: Database, steps: list[Step]):

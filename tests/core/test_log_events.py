@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from structlog.testing import capture_logs
 
 from core import log_events
 from core.log_events import EVENT_FIELDS, OPTIONAL_FIELDS, LogEvent
-from core.logging import REDACTED, get_logger, reset_logging
+from core.logging import REDACTED, get_logger
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "log-events.md"
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -116,10 +115,7 @@ SAMPLES: dict[str, tuple[type[log_events.Event], dict[str, Any]]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    reset_logging()
+pytestmark = pytest.mark.usefixtures("reset_logging_after")
 
 
 def emit(name: str, **overrides: Any) -> dict[str, Any]:

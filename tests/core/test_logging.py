@@ -5,7 +5,6 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +31,7 @@ FIELD_TOKEN = "field-token-value-77"
 TRACEBACK_SECRET = "tb-secret-from-exception-31"
 
 
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    reset_logging()
+pytestmark = pytest.mark.usefixtures("reset_logging_after")
 
 
 def read_json(path: Path) -> list[dict[str, object]]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from structlog.contextvars import merge_contextvars
@@ -28,14 +26,7 @@ from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import Usage
 from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.agents import Harness, WorkArgs, make_harness, sqlite_database, tools_step
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await sqlite_database(tmp_path)
-    yield database
-    await database.close()
+from tests.fixtures.agents import Harness, WorkArgs, make_harness, tools_step
 
 
 def user_texts(h: Harness) -> list[tuple[str, str | None, str]]:

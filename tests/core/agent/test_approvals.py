@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -19,17 +18,16 @@ from core.providers.scripted import ScriptedProvider, Step
 from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.agents import GatedTools, call, sqlite_database
+from tests.fixtures.agents import GatedTools, call
 
 TIMEOUT = 5
 KEY = "agent:approvals"
 
 
 @pytest.fixture
-async def database(tmp_path: Path):
-    db = await sqlite_database(tmp_path)
-    yield db
-    await db.close()
+def database(db: Database) -> Database:
+    """These tests run on SQLite only (the core conftest's ``db``), not on every backend."""
+    return db
 
 
 class Rig:

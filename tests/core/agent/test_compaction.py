@@ -9,9 +9,7 @@ reach a late request through the summaries.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import pytest
 from pydantic import BaseModel
 
 from core.agent import Agent, AgentSettings, Tool, ToolContext, ToolRegistry
@@ -24,19 +22,11 @@ from core.providers.types import ChatMessage, ToolCall
 from core.sessions.export import export_html
 from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.agents import sqlite_database
 
 WINDOW = 2_000
 SETTINGS = CompactionSettings(reserve_tokens=400, keep_recent_tokens=500)
 FACT = re.compile(r"FACT-\d+")
 PADDING = "lorem ipsum dolor sit amet " * 8  # ~55 tokens of filler per message
-
-
-@pytest.fixture
-async def db(tmp_path: Path):
-    database = await sqlite_database(tmp_path)
-    yield database
-    await database.close()
 
 
 class NoArgs(BaseModel):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from core.agent.assignment import AGENT_ACTIVATED, active_agent
 from core.agent.builtin_tools import sleep_tool
 from core.agent.factory import ProfileAgentFactory
@@ -17,7 +15,6 @@ from core.config import parse_config
 from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ToolCall
 from core.sessions.log import SessionLog
-from core.store import Database
 
 del _builtin
 
@@ -32,11 +29,6 @@ AGENTS = {
     },
 }
 PROVIDERS = {"other": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}
-
-
-@pytest.fixture
-def log(database: Database, clock: FakeClock) -> SessionLog:
-    return SessionLog(database, clock=clock)
 
 
 def factory(

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -25,7 +24,6 @@ from core.sessions.log import AppendItem, SessionLog
 from core.sessions.payloads import event_type_of
 from core.sessions.tree import SessionTree
 from core.store import Database
-from tests.fixtures.agents import sqlite_database
 
 TIMEOUT = 5
 
@@ -79,13 +77,6 @@ class HeldLog(SessionLog):
 async def wait(event: asyncio.Event) -> None:
     async with asyncio.timeout(TIMEOUT):
         await event.wait()
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await sqlite_database(tmp_path)
-    yield database
-    await database.close()
 
 
 async def agent_on(log: HeldLog, steps: list[Step]) -> Agent:

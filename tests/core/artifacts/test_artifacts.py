@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,18 +23,10 @@ from core.providers.types import ToolCall
 from core.sessions import SessionEvent, SessionLog, SessionTree
 from core.sessions.payloads import event_kind
 from core.store import Database
-from tests.fixtures.agents import sqlite_database
 from tests.fixtures.sessions import reply, say
 
 KEY = "agent:main:artifacts"
 NOTE_AND_BRIEF = ("note", "brief")
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await sqlite_database(tmp_path)
-    yield database
-    await database.close()
 
 
 @pytest.fixture

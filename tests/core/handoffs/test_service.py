@@ -19,11 +19,6 @@ KEY = "agent:main:s1"
 
 
 @pytest.fixture
-def log(database: Database, clock: FakeClock) -> SessionLog:
-    return SessionLog(database, clock=clock)
-
-
-@pytest.fixture
 def service(database: Database, log: SessionLog, clock: FakeClock) -> HandoffService:
     return HandoffService(database, log, clock=clock)
 

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from core.clock import FakeClock
 from core.errors import SessionError
 from core.sessions import (
     SessionLog,
@@ -43,11 +42,6 @@ async def _session(log: SessionLog) -> SessionTree:
     await log.bookmark(tree, first.node_id, "the <start>")
     await system(log, tree, "message_queued", item_id="f1", mode="follow_up", text="later")
     return tree
-
-
-@pytest.fixture
-def log(database: Database, clock: FakeClock) -> SessionLog:
-    return SessionLog(database, clock=clock)
 
 
 class TestJson:

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 import core.artifacts.builtin as _builtin
 from core.artifacts import ArtifactService
-from core.clock import FakeClock
 from core.sessions import SessionLog, export_html
-from core.store import Database
 from tests.fixtures.sessions import reply, say
 
 del _builtin  # registers brief and note
 
 _SCRIPT = "<script>alert(1)</script>"
-
-
-@pytest.fixture
-def log(database: Database, clock: FakeClock) -> SessionLog:
-    return SessionLog(database, clock=clock)
 
 
 def _node(page: str, node_id: str) -> str:

@@ -9,13 +9,7 @@ from core.errors import SessionError
 from core.sessions import SessionLog, SessionTree
 from core.sessions.payloads import ToolCallRecord, UserMessagePayload
 from core.sessions.snapshot import QueuedMessage, SessionSnapshot, SteerInterruption
-from core.store import Database
 from tests.fixtures.sessions import reply, say, system
-
-
-@pytest.fixture
-def log(database: Database, clock: FakeClock) -> SessionLog:
-    return SessionLog(database, clock=clock)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,13 +22,6 @@ AGENTS = {
     "scout": {"display_name": "Scout"},
     "writer": {"display_name": "Writer", "user_startable": False},
 }
-
-
-@pytest.fixture
-async def h(database: Database, clock: FakeClock) -> AsyncIterator[Harness]:
-    made = await harness(database, clock, lambda _messages: Step(text="the answer"))
-    yield made
-    await made.close()
 
 
 def types(tree: Any) -> list[str]:

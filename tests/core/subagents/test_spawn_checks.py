@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from core.agent.builtin_tools import SpawnSubagentArgs
 from core.agent.tools import ToolContext
-from core.clock import FakeClock
 from core.config import DEFAULT_DISPLAY_NAME as DEFAULT_NAME
 from core.config import agent_display_name
-from core.store import Database
 from core.subagents import SpawnRefused
 from core.subagents.tool import spawn_tool_handler
 from core.subagents.validation import is_blank
-from tests.core.subagents.harness import Harness, Step, harness
+from tests.core.subagents.harness import Harness
 
 INVISIBLE_TASKS = [
     "",
@@ -37,13 +33,6 @@ def test_invisible_text_is_blank(text: str) -> None:
 @pytest.mark.parametrize("text", ["x", "\u200bx\u200b", "👍", "é", "\u0301"])
 def test_visible_text_is_not_blank(text: str) -> None:
     assert not is_blank(text)
-
-
-@pytest.fixture
-async def h(database: Database, clock: FakeClock) -> AsyncIterator[Harness]:
-    made = await harness(database, clock, lambda _messages: Step(text="the answer"))
-    yield made
-    await made.close()
 
 
 async def nothing_written(h: Harness) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from core import logging as core_logging
 from core.config import loading
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NOT_LOADED = ("aiohttp", "core.providers", "core.providers.openai_compat")
 
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,7 @@ T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 SESSION = "agent:main:subagent:x"
 
 
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    reset_logging()
+pytestmark = pytest.mark.usefixtures("reset_logging_after")
 
 
 def at(minutes: float) -> datetime:
