@@ -3,7 +3,7 @@
 A message in a bound thread needs no mention: the binding says which session
 it is for. While that session's agent runs, a plain message steers it and a
 message starting with ``>>`` is queued as a follow-up (a binding can make
-follow-up the default through ``metadata["default_mode"]``); an idle agent
+follow-up the default (``/session mode``: its metadata's ``default_mode``); an idle agent
 simply starts a turn. Each message also counts as activity on the binding.
 The result says which mode was applied, so the channel can show it (a
 reaction, the status line).
@@ -117,11 +117,7 @@ class InboundRouter:
     ) -> InboundResult:
         """Give ``text`` to the routed agent: steer or follow-up, as asked or as it says."""
         if mode is None:
-            default: Mode = (
-                "follow_up"
-                if route.binding.metadata.get("default_mode") == "follow_up"
-                else "steer"
-            )
+            default: Mode = route.binding.meta.default_mode or "steer"
             mode, text = parse_mode(text, default)
         entry = route.agent.follow_up if mode == "follow_up" else route.agent.steer
         submission = await entry(

@@ -303,7 +303,7 @@ def _guild(binding: SessionBindingRecord) -> int | None:
 def _bound_from(binding: SessionBindingRecord) -> int:
     """Where a thread never read since it was bound starts: at the command that bound it
     (``read_after``), or at the thread itself, whose id is older than any message in it."""
-    after = binding.metadata.get("read_after")
+    after = binding.meta.read_after
     start = int(binding.conversation.conversation_id)
     return max(start, int(after)) if after is not None else start
 

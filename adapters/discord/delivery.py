@@ -98,8 +98,8 @@ STATUS_MESSAGE_KEY = "status_message_id"
 
 def persona_of(record: SessionBindingRecord) -> Persona:
     """The persona a binding was made with (name and avatar in its metadata)."""
-    data = record.metadata.get("persona") or {}
-    return Persona(name=data.get("name") or DEFAULT_PERSONA.name, avatar_url=data.get("avatar_url"))
+    persona = record.meta.persona
+    return Persona(name=persona.name or DEFAULT_PERSONA.name, avatar_url=persona.avatar_url)
 
 
 def _name_tag(persona: Persona) -> str:
@@ -461,7 +461,7 @@ class StatusSink:
 
     async def send(self, content: str) -> str:
         current = self._bindings.get(self._binding_id)
-        known = current.metadata.get(STATUS_MESSAGE_KEY) if current else None
+        known = current.meta.status_message_id if current else None
         message_id = await (
             self._bot.edit(str(known), content) if known else self._bot.send(content)
         )
@@ -476,7 +476,7 @@ class StatusSink:
 
     async def _remember(self, message_id: str) -> None:
         current = self._bindings.active(self._binding_id)
-        if current is not None and current.metadata.get(STATUS_MESSAGE_KEY) != message_id:
+        if current is not None and current.meta.status_message_id != message_id:
             await self._bindings.update_metadata(
                 self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
             )

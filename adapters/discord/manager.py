@@ -127,8 +127,7 @@ class ThreadBindingManager:
         return conversation_for(self._account_id, thread.id, parent.id)
 
     async def on_bound(self, record: SessionBindingRecord) -> None:
-        persona = record.metadata.get("persona") or {}
-        name = persona.get("name") or record.target_session_key
+        name = record.meta.persona.name or record.target_session_key
         await self._say(record, intro(record, name))
 
     async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:

@@ -76,7 +76,7 @@ def watch_for_brief(account: AccountRuntime, record: SessionBindingRecord, agent
     profile = account.services.config.agents.get(current or "")
     if current is None or profile is None or not profile.handoff_to:
         return
-    if current in (record.metadata.get(PROMPTED_KEY) or ()):
+    if current in record.meta.brief_prompted:
         return
     if _turn_ended_since_activation(agent.tree):
         account.run_in_background(_post_brief_button(account, record.binding_id, current))
@@ -100,11 +100,11 @@ async def offer_missed_briefs(account: AccountRuntime) -> None:
             continue
         if not services.bindings.mine(record):
             continue  # another process's guild: that process offers it
-        agent_id = record.metadata.get("agent")
+        agent_id = record.meta.agent
         profile = services.config.agents.get(agent_id or "")
         if profile is None or not profile.handoff_to:
             continue
-        if agent_id in (record.metadata.get(PROMPTED_KEY) or ()):
+        if agent_id in record.meta.brief_prompted:
             continue
         subagent = await services.subagents.get(record.target_session_key)
         if subagent is None or subagent.state != "idle":
@@ -118,7 +118,7 @@ async def _post_brief_button(account: AccountRuntime, binding_id: str, agent_id:
     key = ("brief-button", binding_id, agent_id)  # its button is being posted
     if record is None or key in account.in_progress:
         return
-    prompted = list(record.metadata.get(PROMPTED_KEY) or ())
+    prompted = list(record.meta.brief_prompted)
     if agent_id in prompted:
         return
     account.in_progress.add(key)

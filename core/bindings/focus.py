@@ -19,8 +19,7 @@ __all__ = ["find_session", "focus", "persona_name"]
 
 def persona_name(record: SessionBindingRecord) -> str:
     """The name a binding's session speaks under there."""
-    persona = record.metadata.get("persona") or {}
-    return str(persona.get("name") or DEFAULT_DISPLAY_NAME)
+    return record.meta.persona.name or DEFAULT_DISPLAY_NAME
 
 
 def find_session(

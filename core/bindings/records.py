@@ -16,6 +16,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 __all__ = [
     "BindingEnded",
+    "BindingMetadata",
+    "BindingPersona",
     "BindingStarted",
     "BindingStatus",
     "BindingTargetKind",
@@ -83,6 +85,46 @@ class ConversationRef(BaseModel):
         )
 
 
+class BindingPersona(BaseModel):
+    """Who the session speaks as in the conversation: a name, and an avatar's address."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str | None = None
+    avatar_url: str | None = None
+
+
+class BindingMetadata(BaseModel):
+    """What a binding's metadata says, typed: the keys the bot itself writes and reads.
+
+    The record keeps the metadata as the plain mapping it stores (and compares);
+    read it through :attr:`SessionBindingRecord.meta`. Keys a caller added of its
+    own (a spawn's ``metadata``) are kept as they are.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    persona: BindingPersona = Field(default_factory=BindingPersona)
+    agent: str | None = None
+    """The agent profile that speaks in the conversation now (a handoff changes it)."""
+    spawn_mode: str | None = None
+    requester_conversation_id: str | None = None
+    """Where the spawn that made the binding was asked from."""
+    thread_name: str | None = None
+    """The name of the thread to open, for a binding that opens one."""
+    default_mode: Literal["steer", "follow_up"] | None = None
+    """How a plain message reaches a running agent (``/session mode``); None: steer."""
+    status_message_id: str | None = None
+    """The message that is the conversation's status line."""
+    brief_prompted: tuple[str, ...] = ()
+    """The agents whose "produce the brief" button was already posted there."""
+    handed_off_from: str | None = None
+    """The conversation a handoff to a new thread left."""
+    read_after: str | None = None
+    """The channel's id before which nothing in the conversation is the session's
+    (the command that bound an existing thread)."""
+
+
 class SessionBindingRecord(BaseModel):
     """One binding of a target session to a conversation.
 
@@ -108,6 +150,11 @@ class SessionBindingRecord(BaseModel):
     last_activity_at: AwareDatetime | None = None
     idle_timeout_ms: int = Field(default=0, ge=0)
     max_age_ms: int = Field(default=0, ge=0)
+
+    @property
+    def meta(self) -> BindingMetadata:
+        """The metadata, typed (validated at each read: a record is copied, never changed)."""
+        return BindingMetadata.model_validate(self.metadata)
 
     def is_live(self, now: datetime) -> bool:
         """Active and not past its hard deadline: the only kind the router may resolve."""
