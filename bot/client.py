@@ -16,7 +16,7 @@ from bot.commands.artifacts import artifacts_commands
 from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
 from bot.commands.session_model import session_model_commands
-from bot.commands.steering import steering_commands
+from bot.commands.steering import SteeringCommands
 from bot.commands.tree import tree_commands
 from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
 from bot.handoffs.brief import recover_brief
@@ -87,7 +87,7 @@ class ThreadboundClient(discord.Client):
         self.tree.add_command(agents_group(self.account))
         self.tree.add_command(config_group(self.account))
         commands = [
-            *steering_commands(self.account),
+            *SteeringCommands(self.account).commands(),
             *tree_commands(self.account),
             *focus_commands(self.account),
             *artifacts_commands(self.account),
