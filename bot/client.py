@@ -17,7 +17,7 @@ from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
 from bot.commands.session_model import session_model_commands
 from bot.commands.steering import SteeringCommands
-from bot.commands.tree import tree_commands
+from bot.commands.tree import TreeCommands
 from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
 from bot.handoffs.brief import recover_brief
 from bot.handoffs.views import recover_handoff
@@ -88,7 +88,7 @@ class ThreadboundClient(discord.Client):
         self.tree.add_command(config_group(self.account))
         commands = [
             *SteeringCommands(self.account).commands(),
-            *tree_commands(self.account),
+            *TreeCommands(self.account).commands(),
             *focus_commands(self.account),
             *artifacts_commands(self.account),
             *session_model_commands(self.account),
