@@ -12,7 +12,7 @@ from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
 from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import agents_group
-from bot.commands.artifacts import artifacts_commands
+from bot.commands.artifacts import ArtifactsCommands
 from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
 from bot.commands.session_model import session_model_commands
@@ -90,7 +90,7 @@ class ThreadboundClient(discord.Client):
             *SteeringCommands(self.account).commands(),
             *TreeCommands(self.account).commands(),
             *focus_commands(self.account),
-            *artifacts_commands(self.account),
+            *ArtifactsCommands(self.account).commands(),
             *session_model_commands(self.account),
         ]
         for command in commands:
