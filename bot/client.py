@@ -15,7 +15,7 @@ from bot.commands.agents import agents_group
 from bot.commands.artifacts import ArtifactsCommands
 from bot.commands.config import config_group
 from bot.commands.focus import focus_commands
-from bot.commands.session_model import session_model_commands
+from bot.commands.session_model import SessionModelCommands
 from bot.commands.steering import SteeringCommands
 from bot.commands.tree import TreeCommands
 from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
@@ -91,7 +91,7 @@ class ThreadboundClient(discord.Client):
             *TreeCommands(self.account).commands(),
             *focus_commands(self.account),
             *ArtifactsCommands(self.account).commands(),
-            *session_model_commands(self.account),
+            *SessionModelCommands(self.account).commands(),
         ]
         for command in commands:
             self.tree.add_command(command)
