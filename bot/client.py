@@ -14,7 +14,8 @@ from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import agents_group
 from bot.commands.artifacts import ArtifactsCommands
 from bot.commands.config import config_group
-from bot.commands.focus import focus_commands
+from bot.commands.focus import FocusCommands
+from bot.commands.session import SessionGroup
 from bot.commands.session_model import SessionModelCommands
 from bot.commands.steering import SteeringCommands
 from bot.commands.tree import TreeCommands
@@ -86,10 +87,11 @@ class ThreadboundClient(discord.Client):
         """Register and sync the commands. Runs once, before the gateway connects."""
         self.tree.add_command(agents_group(self.account))
         self.tree.add_command(config_group(self.account))
-        commands = [
+        commands: list[app_commands.Command[Any, ..., Any] | app_commands.Group] = [
             *SteeringCommands(self.account).commands(),
             *TreeCommands(self.account).commands(),
-            *focus_commands(self.account),
+            *FocusCommands(self.account).commands(),
+            SessionGroup(self.account),
             *ArtifactsCommands(self.account).commands(),
             *SessionModelCommands(self.account).commands(),
         ]
