@@ -11,7 +11,7 @@ from adapters.discord.account import AccountRuntime
 from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
 from bot.approvals import recover_approval, setup_approvals
-from bot.commands.agents import agents_group
+from bot.commands.agents import AgentsGroup
 from bot.commands.artifacts import ArtifactsCommands
 from bot.commands.config import config_group
 from bot.commands.focus import FocusCommands
@@ -85,7 +85,7 @@ class ThreadboundClient(discord.Client):
 
     async def setup_hook(self) -> None:
         """Register and sync the commands. Runs once, before the gateway connects."""
-        self.tree.add_command(agents_group(self.account))
+        self.tree.add_command(AgentsGroup(self.account))
         self.tree.add_command(config_group(self.account))
         commands: list[app_commands.Command[Any, ..., Any] | app_commands.Group] = [
             *SteeringCommands(self.account).commands(),
