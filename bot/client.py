@@ -13,7 +13,7 @@ from adapters.discord.manager import ManagerRegistry
 from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import AgentsGroup
 from bot.commands.artifacts import ArtifactsCommands
-from bot.commands.config import config_group
+from bot.commands.config import ConfigGroup
 from bot.commands.focus import FocusCommands
 from bot.commands.session import SessionGroup
 from bot.commands.session_model import SessionModelCommands
@@ -86,7 +86,7 @@ class ThreadboundClient(discord.Client):
     async def setup_hook(self) -> None:
         """Register and sync the commands. Runs once, before the gateway connects."""
         self.tree.add_command(AgentsGroup(self.account))
-        self.tree.add_command(config_group(self.account))
+        self.tree.add_command(ConfigGroup(self.account))
         commands: list[app_commands.Command[Any, ..., Any] | app_commands.Group] = [
             *SteeringCommands(self.account).commands(),
             *TreeCommands(self.account).commands(),
