@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import discord
 from discord import app_commands
@@ -45,6 +45,13 @@ def intents() -> discord.Intents:
     return wanted
 
 
+class _TopLevelCommands(Protocol):
+    """A feature whose commands are top-level (``/steer``, ``/tree``): its handlers are
+    its methods, made into commands by :meth:`commands`."""
+
+    def commands(self) -> list[app_commands.Command[Any, ..., Any]]: ...
+
+
 class ThreadboundClient(discord.Client):
     """One per configured account; everything it uses comes from :class:`Services`.
 
@@ -85,18 +92,10 @@ class ThreadboundClient(discord.Client):
 
     async def setup_hook(self) -> None:
         """Register and sync the commands. Runs once, before the gateway connects."""
-        self.tree.add_command(AgentsGroup(self.account))
-        self.tree.add_command(ConfigGroup(self.account))
-        commands: list[app_commands.Command[Any, ..., Any] | app_commands.Group] = [
-            *SteeringCommands(self.account).commands(),
-            *TreeCommands(self.account).commands(),
-            *FocusCommands(self.account).commands(),
-            SessionGroup(self.account),
-            *ArtifactsCommands(self.account).commands(),
-            *SessionModelCommands(self.account).commands(),
-        ]
-        for command in commands:
-            self.tree.add_command(command)
+        for feature in self._features():
+            commands = [feature] if isinstance(feature, app_commands.Group) else feature.commands()
+            for command in commands:
+                self.tree.add_command(command)
         setup_handoffs(self)
         setup_approvals(self)
         self.tree.error(self._command_failed)
@@ -116,6 +115,21 @@ class ThreadboundClient(discord.Client):
                 await self.tree.sync(guild=guild)
         else:
             await self.tree.sync()
+
+    def _features(self) -> list[app_commands.Group | _TopLevelCommands]:
+        """The slash commands, one object per feature (``bot/commands/``): a group is
+        one command with its subcommands; the others give their top-level commands."""
+        account = self.account
+        return [
+            AgentsGroup(account),
+            ConfigGroup(account),
+            SteeringCommands(account),
+            TreeCommands(account),
+            FocusCommands(account),
+            SessionGroup(account),
+            ArtifactsCommands(account),
+            SessionModelCommands(account),
+        ]
 
     @staticmethod
     def _shard_options(services: Services) -> dict[str, Any]:
