@@ -1,4 +1,5 @@
-"""More end-to-end cases: /cancel's report, spawning from a thread, two accounts at once."""
+"""More end-to-end cases: /cancel's report, spawning from a thread, two accounts at once, a
+command that raises."""
 
 from __future__ import annotations
 
