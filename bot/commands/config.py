@@ -56,6 +56,10 @@ _HOUR_VALUES: Final = (
     ("720", "720 hours (30 days)"),
 )
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
+_KEY_HELP: Final = (
+    "A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path"
+)
+"""``key``'s description, the same on get, set and reset."""
 
 
 def _show(value: Any) -> str:
@@ -96,9 +100,7 @@ class ConfigGroup(
     @app_commands.command(
         name="get", description="Show a flag's value, e.g. key:spawnSubagentSessions"
     )
-    @app_commands.describe(
-        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path"
-    )
+    @app_commands.describe(key=_KEY_HELP)
     async def get_flag(self, interaction: discord.Interaction, key: str) -> None:
         if await _refused(interaction):
             return
@@ -112,7 +114,7 @@ class ConfigGroup(
         description="Override a flag here at once, e.g. key:spawnSubagentSessions value:on",
     )
     @app_commands.describe(
-        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path",
+        key=_KEY_HELP,
         value="on or off; for idleHours and maxAgeHours a number of hours (0: never)",
         everywhere="For every server the bot is in (the bot's operators only)",
     )
@@ -144,7 +146,7 @@ class ConfigGroup(
 
     @app_commands.command(name="reset", description="Remove this server's override of a flag.")
     @app_commands.describe(
-        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path",
+        key=_KEY_HELP,
         everywhere="The override for every server (the bot's operators only)",
     )
     async def reset_flag(
