@@ -16,7 +16,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import binding_for
+from bot.commands.bound import agent_for
 from core.agent.agent import Agent, AgentBusy
 from core.agent.compaction import Compacted, NotCompacted
 from core.errors import ProviderError
@@ -115,7 +115,7 @@ class SessionModelCommands:
         ]
 
     async def usage(self, interaction: discord.Interaction) -> None:
-        agent = await self._agent_here(interaction, changes=False)
+        agent = await agent_for(self.account, interaction, changes=False)
         if agent is None:
             return
         text = usage_text(
@@ -127,7 +127,7 @@ class SessionModelCommands:
 
     @app_commands.describe(name="provider or provider:model from the config; empty: show")
     async def model(self, interaction: discord.Interaction, name: str | None = None) -> None:
-        agent = await self._agent_here(interaction, changes=name is not None)
+        agent = await agent_for(self.account, interaction, changes=name is not None)
         if agent is None:
             return
         factory = self.account.services.agent_factory
@@ -174,7 +174,7 @@ class SessionModelCommands:
     async def compact(
         self, interaction: discord.Interaction, instructions: str | None = None
     ) -> None:
-        agent = await self._agent_here(interaction, changes=True)
+        agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
             return
         if agent.running:
@@ -192,10 +192,3 @@ class SessionModelCommands:
             )
             return
         await interaction.followup.send(compact_text(done), allowed_mentions=_NO_MENTIONS)
-
-    async def _agent_here(self, interaction: discord.Interaction, *, changes: bool) -> Agent | None:
-        """The agent of this thread's session, or None once the user was told why not."""
-        record = await binding_for(self.account, interaction, changes=changes)
-        if record is None:
-            return None
-        return await self.account.services.runtime.get(record.target_session_key)

@@ -21,8 +21,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import binding_for
-from core.agent.agent import Agent
+from bot.commands.bound import agent_for
 from core.errors import SessionError
 from core.sessions.events import SessionEvent
 from core.sessions.export import export_html
@@ -182,14 +181,14 @@ class TreeCommands:
         ]
 
     async def tree(self, interaction: discord.Interaction) -> None:
-        agent = await self._bound_agent(interaction, changes=False)
+        agent = await agent_for(self.account, interaction, changes=False)
         if agent is None:
             return
         await interaction.response.send_message(render_tree(agent.tree), ephemeral=True)
 
     @app_commands.describe(node="A node id (or its first characters) or a bookmark label.")
     async def rewind(self, interaction: discord.Interaction, node: str) -> None:
-        agent = await self._bound_agent(interaction, changes=True)
+        agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
             return
         if agent.running:
@@ -210,7 +209,7 @@ class TreeCommands:
         label="The bookmark's name; a label already in use moves here.",
     )
     async def bookmark(self, interaction: discord.Interaction, node: str, label: str) -> None:
-        agent = await self._bound_agent(interaction, changes=True)
+        agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
             return
         try:
@@ -224,7 +223,7 @@ class TreeCommands:
         )
 
     async def export(self, interaction: discord.Interaction) -> None:
-        agent = await self._bound_agent(interaction, changes=False)
+        agent = await agent_for(self.account, interaction, changes=False)
         if agent is None:
             return
         data = export_html(agent.tree).encode()
@@ -239,15 +238,6 @@ class TreeCommands:
         key = agent.tree.session_key
         file = discord.File(io.BytesIO(data), filename=_export_name(key))
         await interaction.response.send_message(f"Session tree of `{key}`.", file=file)
-
-    async def _bound_agent(
-        self, interaction: discord.Interaction, *, changes: bool
-    ) -> Agent | None:
-        """The agent of this thread's session, or None once the user was told why not."""
-        record = await binding_for(self.account, interaction, changes=changes)
-        if record is None:
-            return None
-        return await self.account.services.runtime.get(record.target_session_key)
 
 
 async def _refuse(interaction: discord.Interaction, exc: SessionError) -> None:
