@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import discord
 from discord import app_commands
@@ -11,13 +11,14 @@ from adapters.discord.account import AccountRuntime
 from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
 from bot.approvals import recover_approval, setup_approvals
-from bot.commands.agents import agents_group
-from bot.commands.artifacts import artifacts_commands
-from bot.commands.config import config_group
-from bot.commands.focus import focus_commands
-from bot.commands.session_model import session_model_commands
-from bot.commands.steering import steering_commands
-from bot.commands.tree import tree_commands
+from bot.commands.agents import AgentsGroup
+from bot.commands.artifacts import ArtifactsCommands
+from bot.commands.config import ConfigGroup
+from bot.commands.focus import FocusCommands
+from bot.commands.session import SessionGroup
+from bot.commands.session_model import SessionModelCommands
+from bot.commands.steering import SteeringCommands
+from bot.commands.tree import TreeCommands
 from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
 from bot.handoffs.brief import recover_brief
 from bot.handoffs.views import recover_handoff
@@ -42,6 +43,13 @@ def intents() -> discord.Intents:
     wanted = discord.Intents.default()
     wanted.message_content = True
     return wanted
+
+
+class _TopLevelCommands(Protocol):
+    """A feature whose commands are top-level (``/steer``, ``/tree``): its handlers are
+    its methods, made into commands by :meth:`commands`."""
+
+    def commands(self) -> list[app_commands.Command[Any, ..., Any]]: ...
 
 
 class ThreadboundClient(discord.Client):
@@ -84,17 +92,10 @@ class ThreadboundClient(discord.Client):
 
     async def setup_hook(self) -> None:
         """Register and sync the commands. Runs once, before the gateway connects."""
-        self.tree.add_command(agents_group(self.account))
-        self.tree.add_command(config_group(self.account))
-        commands = [
-            *steering_commands(self.account),
-            *tree_commands(self.account),
-            *focus_commands(self.account),
-            *artifacts_commands(self.account),
-            *session_model_commands(self.account),
-        ]
-        for command in commands:
-            self.tree.add_command(command)
+        for feature in self._features():
+            commands = [feature] if isinstance(feature, app_commands.Group) else feature.commands()
+            for command in commands:
+                self.tree.add_command(command)
         setup_handoffs(self)
         setup_approvals(self)
         self.tree.error(self._command_failed)
@@ -114,6 +115,21 @@ class ThreadboundClient(discord.Client):
                 await self.tree.sync(guild=guild)
         else:
             await self.tree.sync()
+
+    def _features(self) -> list[app_commands.Group | _TopLevelCommands]:
+        """The slash commands, one object per feature (``bot/commands/``): a group is
+        one command with its subcommands; the others give their top-level commands."""
+        account = self.account
+        return [
+            AgentsGroup(account),
+            ConfigGroup(account),
+            SteeringCommands(account),
+            TreeCommands(account),
+            FocusCommands(account),
+            SessionGroup(account),
+            ArtifactsCommands(account),
+            SessionModelCommands(account),
+        ]
 
     @staticmethod
     def _shard_options(services: Services) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from core.agent.assignment import active_agent
 from core.errors import ThreadboundError
 from core.logging import get_logger
 
-__all__ = ["agents_group"]
+__all__ = ["AgentsGroup"]
 
 _log = get_logger("bot.commands.agents")
 _NO_MENTIONS = discord.AllowedMentions.none()
@@ -34,16 +34,21 @@ UNEXPECTED = (
 NOT_STARTED = "The subagent did not start."
 
 
-def agents_group(account: AccountRuntime) -> app_commands.Group:
-    group = app_commands.Group(name="agents", description="Start and list subagents.")
+class AgentsGroup(app_commands.Group, name="agents", description="Start and list subagents."):
+    """``/agents``: start a subagent on a task, and list this account's subagents."""
 
-    @group.command(name="spawn", description="Start a subagent on a task.")
+    def __init__(self, account: AccountRuntime) -> None:
+        super().__init__()
+        self.account = account
+
+    @app_commands.command(name="spawn", description="Start a subagent on a task.")
     @app_commands.describe(
         task="What the subagent should do",
         agent="Agent profile (its name is the persona)",
         mode="run: one task; session: stays available in its thread",
     )
-    async def spawn_command(
+    async def spawn(
+        self,
         interaction: discord.Interaction,
         task: str,
         agent: str | None = None,
@@ -64,7 +69,7 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
             mode=mode,
         )
         try:
-            planned = plan(account, request)
+            planned = plan(self.account, request)
         except ThreadboundError as exc:
             await refuse_privately(interaction, str(exc))
             return
@@ -80,16 +85,14 @@ def agents_group(account: AccountRuntime) -> app_commands.Group:
             return
         await interaction.followup.send(result.message, allowed_mentions=_NO_MENTIONS)
 
-    @group.command(name="list", description="Subagents: state, thread, queues and usage.")
-    async def list_command(interaction: discord.Interaction) -> None:
-        lines = await subagent_lines(account)
+    @app_commands.command(name="list", description="Subagents: state, thread, queues and usage.")
+    async def list_subagents(self, interaction: discord.Interaction) -> None:
+        lines = await subagent_lines(self.account)
         await interaction.response.send_message(
             "\n".join(lines)[:2000] or "No subagents.",
             ephemeral=True,
             allowed_mentions=discord.AllowedMentions.none(),
         )
-
-    return group
 
 
 async def refuse_privately(interaction: discord.Interaction, text: str) -> None:

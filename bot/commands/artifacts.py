@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final
 
 import discord
@@ -12,7 +13,7 @@ from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_here
 from core.sessions.events import SessionEvent
 
-__all__ = ["NO_ARTIFACTS", "artifact_line", "artifacts_commands"]
+__all__ = ["NO_ARTIFACTS", "ArtifactsCommands", "artifact_line", "artifacts_text"]
 
 NO_ARTIFACTS: Final = "This session has no artifacts yet."
 _PREVIEW: Final = 80
@@ -40,25 +41,42 @@ def artifact_line(event: SessionEvent) -> str:
     return " · ".join(parts)
 
 
-def artifacts_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
-    services = account.services
+def artifacts_text(events: Sequence[SessionEvent]) -> str:
+    """One line per artifact, cut to one message; :data:`NO_ARTIFACTS` for none."""
+    lines = [artifact_line(event) for event in events]
+    text = "\n".join(f"- {line}" for line in lines) if lines else NO_ARTIFACTS
+    if len(text) > 2000:
+        text = text[:1990].rsplit("\n", 1)[0] + "\n- …"
+    return text
 
-    @app_commands.command(name="artifacts", description="List this thread's session artifacts.")
-    async def artifacts(interaction: discord.Interaction) -> None:
-        record = binding_here(account, interaction.channel)
+
+class ArtifactsCommands:
+    """What the session in this thread has produced, as typed artifacts."""
+
+    def __init__(self, account: AccountRuntime) -> None:
+        self.account = account
+
+    def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
+        """The slash command, calling its method on this object."""
+        return [
+            app_commands.Command(
+                name="artifacts",
+                description="List this thread's session artifacts.",
+                callback=self.artifacts,
+            )
+        ]
+
+    async def artifacts(self, interaction: discord.Interaction) -> None:
+        record = binding_here(self.account, interaction.channel)
         if record is None:
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
+        services = self.account.services
         key = record.target_session_key
         agent = services.runtime.peek(key)  # no need to start an agent just to read
         tree = agent.tree if agent is not None else await services.sessions.load(key)
-        events = services.artifacts.list(tree)
-        lines = [artifact_line(event) for event in events]
-        text = "\n".join(f"- {line}" for line in lines) if lines else NO_ARTIFACTS
-        if len(text) > 2000:
-            text = text[:1990].rsplit("\n", 1)[0] + "\n- …"
         await interaction.response.send_message(
-            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            artifacts_text(services.artifacts.list(tree)),
+            ephemeral=True,
+            allowed_mentions=discord.AllowedMentions.none(),
         )
-
-    return [artifacts]

@@ -4,7 +4,8 @@ A command typed in a bound thread acts on that binding's session.
 :func:`binding_here` finds the binding (or None), and :func:`binding_for` also
 answers the user when there is none (:data:`NOT_BOUND`) or, for a command that
 changes the session, when they may not change it
-(:data:`bot.commands.permissions.NOT_OWNER`).
+(:data:`bot.commands.permissions.NOT_OWNER`). :func:`agent_for` is the same,
+giving the session's agent.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import discord
 from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
 from bot.commands.permissions import NOT_OWNER, may_change
+from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 
-__all__ = ["NOT_BOUND", "binding_for", "binding_here"]
+__all__ = ["NOT_BOUND", "agent_for", "binding_for", "binding_here"]
 
 NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
 
@@ -51,3 +53,14 @@ async def binding_for(
         await interaction.response.send_message(NOT_OWNER, ephemeral=True)
         return None
     return record
+
+
+async def agent_for(
+    account: AccountRuntime, interaction: discord.Interaction, *, changes: bool
+) -> Agent | None:
+    """The agent of this channel's session (started if it is not in memory); otherwise,
+    as :func:`binding_for`, an ephemeral answer saying why, and None."""
+    record = await binding_for(account, interaction, changes=changes)
+    if record is None:
+        return None
+    return await account.services.runtime.get(record.target_session_key)

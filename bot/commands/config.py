@@ -35,7 +35,7 @@ from core.errors import ConfigError
 from core.overrides import EVERY_SERVER
 
 # is_admin lives in bot.commands.permissions; re-exported for the commands that import it here.
-__all__ = ["ADMINS_ONLY", "EXAMPLE", "config_group", "is_admin", "unknown_key_text"]
+__all__ = ["ADMINS_ONLY", "EXAMPLE", "ConfigGroup", "is_admin", "unknown_key_text"]
 
 ADMINS_ONLY = "Only server administrators can use this command."
 OPERATORS_ONLY = (
@@ -56,6 +56,10 @@ _HOUR_VALUES: Final = (
     ("720", "720 hours (30 days)"),
 )
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
+_KEY_HELP: Final = (
+    "A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path"
+)
+"""``key``'s description, the same on get, set and reset."""
 
 
 def _show(value: Any) -> str:
@@ -80,158 +84,124 @@ def unknown_key_text(key: str) -> str:
     )
 
 
-def config_group(account: AccountRuntime) -> app_commands.Group:
-    group = app_commands.Group(
-        name="config",
-        description="Read and change this server's runtime flags (administrators).",
-        default_permissions=discord.Permissions(administrator=True),
-        guild_only=True,
+class ConfigGroup(
+    app_commands.Group,
+    name="config",
+    description="Read and change this server's runtime flags (administrators).",
+    default_permissions=discord.Permissions(administrator=True),
+    guild_only=True,
+):
+    """``/config``: a flag's value here, and this server's (or every server's) override."""
+
+    def __init__(self, account: AccountRuntime) -> None:
+        super().__init__()
+        self.account = account
+
+    @app_commands.command(
+        name="get", description="Show a flag's value, e.g. key:spawnSubagentSessions"
     )
-    overrides = account.services.overrides
-    config = account.services.config
-
-    async def refuse(interaction: discord.Interaction) -> bool:
-        """Answer a non-admin (or a DM) ephemerally; True when refused."""
-        if interaction.guild_id is None or not is_admin(interaction):
-            await interaction.response.send_message(ADMINS_ONLY, ephemeral=True)
-            return True
-        return False
-
-    async def reply(interaction: discord.Interaction, text: str) -> None:
-        await interaction.response.send_message(
-            text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS
-        )
-
-    async def flag_path(interaction: discord.Interaction, key: str) -> str | None:
-        """The flag path ``key`` names; None (after explaining why) when it names none."""
-        found = find_flag_path(config, key)
-        if found.path is not None:
-            return found.path
-        if not found.candidates:
-            await reply(interaction, unknown_key_text(key))
-            return None
-        clear = ", ".join(_code(shortest_flag_key(config, p)) for p in found.candidates)
-        await reply(
-            interaction,
-            f"{_code(key)} could be any of these flags: {clear}. Use one of those keys.",
-        )
-        return None
-
-    def shown(scope: str | None, path: str) -> str:
-        flag = overrides.get(scope, path, account_id=account.account_id)
-        note = " (runtime override)" if flag.overridden else ""
-        return f"`{_show(flag.value)}` (source: `{flag.source}`){note}"
-
-    @group.command(name="get", description="Show a flag's value, e.g. key:spawnSubagentSessions")
-    @app_commands.describe(
-        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path"
-    )
-    async def get_command(interaction: discord.Interaction, key: str) -> None:
-        if await refuse(interaction):
+    @app_commands.describe(key=_KEY_HELP)
+    async def get_flag(self, interaction: discord.Interaction, key: str) -> None:
+        if await _refused(interaction):
             return
-        path = await flag_path(interaction, key)
+        path = await self._flag_path(interaction, key)
         if path is None:
             return
-        await reply(interaction, f"`{path}` = {shown(str(interaction.guild_id), path)}")
+        await _reply(interaction, f"`{path}` = {self._shown(str(interaction.guild_id), path)}")
 
-    async def scope_for(interaction: discord.Interaction, everywhere: bool) -> str | None:
-        """The scope to change; None (after answering) when the user may not."""
-        if not everywhere:
-            return str(interaction.guild_id)
-        if interaction.user.id not in config.discord.operator_ids:
-            await interaction.response.send_message(OPERATORS_ONLY, ephemeral=True)
-            return None
-        return EVERY_SERVER
-
-    def where(scope: str) -> str:
-        return "for every server" if scope == EVERY_SERVER else "in this server"
-
-    @group.command(
+    @app_commands.command(
         name="set",
         description="Override a flag here at once, e.g. key:spawnSubagentSessions value:on",
     )
     @app_commands.describe(
-        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path",
+        key=_KEY_HELP,
         value="on or off; for idleHours and maxAgeHours a number of hours (0: never)",
         everywhere="For every server the bot is in (the bot's operators only)",
     )
-    async def set_command(
-        interaction: discord.Interaction, key: str, value: str, everywhere: bool = False
+    async def set_flag(
+        self, interaction: discord.Interaction, key: str, value: str, everywhere: bool = False
     ) -> None:
-        if await refuse(interaction):
+        if await _refused(interaction):
             return
-        path = await flag_path(interaction, key)
+        path = await self._flag_path(interaction, key)
         if path is None:
             return
-        scope = await scope_for(interaction, everywhere)
+        scope = await self._scope_for(interaction, everywhere)
         if scope is None:
             return
-        old = overrides.get(scope, path, account_id=account.account_id)
+        overrides = self.account.services.overrides
+        old = overrides.get(scope, path, account_id=self.account.account_id)
         try:
             stored = await overrides.set(scope, path, value, actor=str(interaction.user.id))
         except ConfigError as exc:
-            await reply(
+            await _reply(
                 interaction,
                 f"`{path}` was not changed: it takes {exc.expected} ({exc.problem}).",
             )
             return
-        await reply(
+        await _reply(
             interaction,
-            f"`{path}` set to `{_show(stored)}` (was `{_show(old.value)}`) {where(scope)}.",
+            f"`{path}` set to `{_show(stored)}` (was `{_show(old.value)}`) {_where(scope)}.",
         )
 
-    @group.command(name="reset", description="Remove this server's override of a flag.")
+    @app_commands.command(name="reset", description="Remove this server's override of a flag.")
     @app_commands.describe(
-        key="A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path",
+        key=_KEY_HELP,
         everywhere="The override for every server (the bot's operators only)",
     )
-    async def reset_command(
-        interaction: discord.Interaction, key: str, everywhere: bool = False
+    async def reset_flag(
+        self, interaction: discord.Interaction, key: str, everywhere: bool = False
     ) -> None:
-        if await refuse(interaction):
+        if await _refused(interaction):
             return
-        path = await flag_path(interaction, key)
+        path = await self._flag_path(interaction, key)
         if path is None:
             return
-        scope = await scope_for(interaction, everywhere)
+        scope = await self._scope_for(interaction, everywhere)
         if scope is None:
             return
+        overrides = self.account.services.overrides
         if path not in overrides.own(scope):
-            await reply(
+            await _reply(
                 interaction,
-                f"`{path}` has no override {where(scope)}, none is set to remove; "
-                f"it is {shown(scope, path)}.",
+                f"`{path}` has no override {_where(scope)}, none is set to remove; "
+                f"it is {self._shown(scope, path)}.",
             )
             return
         removed = await overrides.reset(scope, path, actor=str(interaction.user.id))
-        await reply(
+        await _reply(
             interaction,
-            f"`{path}` override `{_show(removed)}` removed {where(scope)}; "
-            f"now {shown(scope, path)}.",
+            f"`{path}` override `{_show(removed)}` removed {_where(scope)}; "
+            f"now {self._shown(scope, path)}.",
         )
 
+    @get_flag.autocomplete("key")
+    @set_flag.autocomplete("key")
+    @reset_flag.autocomplete("key")
     async def complete_key(
-        interaction: discord.Interaction, current: str
+        self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
         """Every flag path whose words contain what was typed, with its value here."""
         if interaction.guild_id is None or not is_admin(interaction):
             return []  # the command is for administrators: so are the values it shows
         wanted = current.strip().lower().replace("_", "")
         scope = str(interaction.guild_id) if interaction.guild_id else None
+        overrides = self.account.services.overrides
         choices = []
-        for path in overridable_paths(config):
+        for path in overridable_paths(self.account.services.config):
             if wanted and wanted not in path.lower():
                 continue
-            value = _show(overrides.get(scope, path, account_id=account.account_id).value)
+            value = _show(overrides.get(scope, path, account_id=self.account.account_id).value)
             choices.append(app_commands.Choice(name=f"{path} = {value}"[:CHOICE_LIMIT], value=path))
         return choices[:AUTOCOMPLETE_LIMIT]
 
+    @set_flag.autocomplete("value")
     async def complete_value(
-        interaction: discord.Interaction, current: str
+        self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
         """on / off for a switch, a few hour counts for a window; nothing for no flag yet."""
         key = getattr(interaction.namespace, "key", None)
-        path = find_flag_path(config, str(key)).path if key else None
+        path = find_flag_path(self.account.services.config, str(key)).path if key else None
         if path is None or interaction.guild_id is None or not is_admin(interaction):
             return []
         offered = _BOOL_VALUES if flag_is_bool(path) else _HOUR_VALUES
@@ -242,8 +212,51 @@ def config_group(account: AccountRuntime) -> app_commands.Group:
             if not wanted or value.startswith(wanted)
         ]
 
-    get_command.autocomplete("key")(complete_key)
-    set_command.autocomplete("key")(complete_key)
-    reset_command.autocomplete("key")(complete_key)
-    set_command.autocomplete("value")(complete_value)
-    return group
+    async def _flag_path(self, interaction: discord.Interaction, key: str) -> str | None:
+        """The flag path ``key`` names; None (after explaining why) when it names none."""
+        config = self.account.services.config
+        found = find_flag_path(config, key)
+        if found.path is not None:
+            return found.path
+        if not found.candidates:
+            await _reply(interaction, unknown_key_text(key))
+            return None
+        clear = ", ".join(_code(shortest_flag_key(config, p)) for p in found.candidates)
+        await _reply(
+            interaction,
+            f"{_code(key)} could be any of these flags: {clear}. Use one of those keys.",
+        )
+        return None
+
+    async def _scope_for(self, interaction: discord.Interaction, everywhere: bool) -> str | None:
+        """The scope to change; None (after answering) when the user may not."""
+        if not everywhere:
+            return str(interaction.guild_id)
+        if interaction.user.id not in self.account.services.config.discord.operator_ids:
+            await interaction.response.send_message(OPERATORS_ONLY, ephemeral=True)
+            return None
+        return EVERY_SERVER
+
+    def _shown(self, scope: str | None, path: str) -> str:
+        """The flag's value in ``scope``, where it comes from, and whether it is overridden."""
+        flag = self.account.services.overrides.get(scope, path, account_id=self.account.account_id)
+        note = " (runtime override)" if flag.overridden else ""
+        return f"`{_show(flag.value)}` (source: `{flag.source}`){note}"
+
+
+async def _refused(interaction: discord.Interaction) -> bool:
+    """Answer a non-admin (or a DM) ephemerally; True when refused."""
+    if interaction.guild_id is None or not is_admin(interaction):
+        await interaction.response.send_message(ADMINS_ONLY, ephemeral=True)
+        return True
+    return False
+
+
+async def _reply(interaction: discord.Interaction, text: str) -> None:
+    await interaction.response.send_message(
+        text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS
+    )
+
+
+def _where(scope: str) -> str:
+    return "for every server" if scope == EVERY_SERVER else "in this server"

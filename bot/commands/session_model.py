@@ -16,7 +16,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import binding_for
+from bot.commands.bound import agent_for
 from core.agent.agent import Agent, AgentBusy
 from core.agent.compaction import Compacted, NotCompacted
 from core.errors import ProviderError
@@ -24,7 +24,7 @@ from core.providers.demo import LABEL as DEMO_LABEL
 from core.providers.demo import DemoProvider
 from core.sessions.snapshot import UsageTotals
 
-__all__ = ["compact_text", "model_text", "session_model_commands", "usage_text"]
+__all__ = ["SessionModelCommands", "compact_text", "model_text", "usage_text"]
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
@@ -88,18 +88,34 @@ def compact_text(done: Compacted | NotCompacted) -> str:
     )
 
 
-def session_model_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
-    services = account.services
+class SessionModelCommands:
+    """The session's model and what it costs: usage, the model (shown or switched), compaction."""
 
-    async def agent_here(interaction: discord.Interaction, *, changes: bool) -> Agent | None:
-        record = await binding_for(account, interaction, changes=changes)
-        if record is None:
-            return None
-        return await services.runtime.get(record.target_session_key)
+    def __init__(self, account: AccountRuntime) -> None:
+        self.account = account
 
-    @app_commands.command(name="usage", description="This session's tokens, cost and context.")
-    async def usage(interaction: discord.Interaction) -> None:
-        agent = await agent_here(interaction, changes=False)
+    def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
+        """The slash commands, each calling its method on this object."""
+        model: app_commands.Command[Any, ..., Any] = app_commands.Command(
+            name="model", description="Show or switch this session's model.", callback=self.model
+        )
+        model.autocomplete("name")(self.model_names)
+        return [
+            app_commands.Command(
+                name="usage",
+                description="This session's tokens, cost and context.",
+                callback=self.usage,
+            ),
+            model,
+            app_commands.Command(
+                name="compact",
+                description="Summarise this session's older conversation now.",
+                callback=self.compact,
+            ),
+        ]
+
+    async def usage(self, interaction: discord.Interaction) -> None:
+        agent = await agent_for(self.account, interaction, changes=False)
         if agent is None:
             return
         text = usage_text(
@@ -109,13 +125,12 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
         )
         await interaction.response.send_message(text, ephemeral=True)
 
-    @app_commands.command(name="model", description="Show or switch this session's model.")
     @app_commands.describe(name="provider or provider:model from the config; empty: show")
-    async def model(interaction: discord.Interaction, name: str | None = None) -> None:
-        agent = await agent_here(interaction, changes=name is not None)
+    async def model(self, interaction: discord.Interaction, name: str | None = None) -> None:
+        agent = await agent_for(self.account, interaction, changes=name is not None)
         if agent is None:
             return
-        factory = services.agent_factory
+        factory = self.account.services.agent_factory
         if name is None:
             await interaction.response.send_message(
                 model_text(agent, factory.models()), ephemeral=True
@@ -136,7 +151,7 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
         await agent.switch_model(
             provider_name, provider, chosen, info, by_user_id=str(interaction.user.id)
         )
-        presenter = account.presenter_for(agent.session_key)
+        presenter = self.account.presenter_for(agent.session_key)
         if presenter is not None:
             presenter.refresh_status()
         await interaction.response.send_message(
@@ -144,22 +159,22 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
             allowed_mentions=_NO_MENTIONS,
         )
 
-    @model.autocomplete("name")
     async def model_names(
-        interaction: discord.Interaction, current: str
+        self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
-        choices = [f"{p}:{m}" for p, m in services.agent_factory.models()]
+        """``/model``'s ``name`` completed: every configured ``provider:model`` containing
+        what was typed."""
+        choices = [f"{p}:{m}" for p, m in self.account.services.agent_factory.models()]
         wanted = current.lower()
         return [
             app_commands.Choice(name=c[:100], value=c[:100]) for c in choices if wanted in c.lower()
         ][:AUTOCOMPLETE_LIMIT]
 
-    @app_commands.command(
-        name="compact", description="Summarise this session's older conversation now."
-    )
     @app_commands.describe(instructions="what the summary should keep or focus on")
-    async def compact(interaction: discord.Interaction, instructions: str | None = None) -> None:
-        agent = await agent_here(interaction, changes=True)
+    async def compact(
+        self, interaction: discord.Interaction, instructions: str | None = None
+    ) -> None:
+        agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
             return
         if agent.running:
@@ -177,5 +192,3 @@ def session_model_commands(account: AccountRuntime) -> list[app_commands.Command
             )
             return
         await interaction.followup.send(compact_text(done), allowed_mentions=_NO_MENTIONS)
-
-    return [usage, model, compact]

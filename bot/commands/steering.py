@@ -17,7 +17,7 @@ from bot.commands.bound import NOT_BOUND, binding_for
 from core.inbox import InboxMessage, Outcome
 from core.logging import get_logger
 
-__all__ = ["NOT_SAVED", "steering_commands"]
+__all__ = ["NOT_SAVED", "SteeringCommands"]
 
 _log = get_logger("bot.commands")
 
@@ -49,11 +49,55 @@ def _said(outcome: Outcome, message: str, mode: Literal["steer", "follow_up"]) -
     return "Already received."
 
 
-def steering_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
-    async def deliver(
-        interaction: discord.Interaction, message: str, mode: Literal["steer", "follow_up"]
+class SteeringCommands:
+    """A running session's course: redirect it, queue for after its turn, or stop it."""
+
+    def __init__(self, account: AccountRuntime) -> None:
+        self.account = account
+
+    def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
+        """The slash commands, each calling its method on this object."""
+        return [
+            app_commands.Command(
+                name="steer", description="Redirect the running agent now.", callback=self.steer
+            ),
+            app_commands.Command(
+                name="followup",
+                description="Queue a message for after this turn.",
+                callback=self.followup,
+            ),
+            app_commands.Command(
+                name="cancel",
+                description="Stop the running turn and drop the queue.",
+                callback=self.cancel,
+            ),
+        ]
+
+    async def steer(self, interaction: discord.Interaction, message: str) -> None:
+        await self._deliver(interaction, message, "steer")
+
+    async def followup(self, interaction: discord.Interaction, message: str) -> None:
+        await self._deliver(interaction, message, "follow_up")
+
+    async def cancel(self, interaction: discord.Interaction) -> None:
+        record = await binding_for(self.account, interaction, changes=True)
+        if record is None:
+            return
+        agent = self.account.services.runtime.peek(record.target_session_key)
+        dropped = await agent.cancel() if agent is not None else []
+        if dropped:
+            listed = "\n".join(f"- ({m.mode}) {m.text}" for m in dropped)
+            text = f"Cancelled. Dropped {len(dropped)} queued message(s):\n{listed}"
+        else:
+            text = "Cancelled." if agent is not None else "Nothing is running here."
+        await interaction.response.send_message(text[:2000])
+
+    async def _deliver(
+        self, interaction: discord.Interaction, message: str, mode: Literal["steer", "follow_up"]
     ) -> None:
-        record = await binding_for(account, interaction, changes=True)
+        """The message into the session's inbox, as a thread message would go; the answer
+        says what became of it."""
+        record = await binding_for(self.account, interaction, changes=True)
         if record is None:
             return
         item = InboxMessage(
@@ -67,7 +111,7 @@ def steering_commands(account: AccountRuntime) -> list[app_commands.Command[Any,
             source="command",
         )
         try:
-            outcome = await account.services.inbox.receive(item)
+            outcome = await self.account.services.inbox.receive(item)
         except Exception:  # not even recorded
             _log.error("inbox.record_failed", item_id=item.item_id, exc_info=True)
             await interaction.response.send_message(NOT_SAVED, ephemeral=True)
@@ -76,27 +120,3 @@ def steering_commands(account: AccountRuntime) -> list[app_commands.Command[Any,
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
         await interaction.response.send_message(_said(outcome, message, mode)[:2000])
-
-    @app_commands.command(name="steer", description="Redirect the running agent now.")
-    async def steer(interaction: discord.Interaction, message: str) -> None:
-        await deliver(interaction, message, "steer")
-
-    @app_commands.command(name="followup", description="Queue a message for after this turn.")
-    async def followup(interaction: discord.Interaction, message: str) -> None:
-        await deliver(interaction, message, "follow_up")
-
-    @app_commands.command(name="cancel", description="Stop the running turn and drop the queue.")
-    async def cancel(interaction: discord.Interaction) -> None:
-        record = await binding_for(account, interaction, changes=True)
-        if record is None:
-            return
-        agent = account.services.runtime.peek(record.target_session_key)
-        dropped = await agent.cancel() if agent is not None else []
-        if dropped:
-            listed = "\n".join(f"- ({m.mode}) {m.text}" for m in dropped)
-            text = f"Cancelled. Dropped {len(dropped)} queued message(s):\n{listed}"
-        else:
-            text = "Cancelled." if agent is not None else "Nothing is running here."
-        await interaction.response.send_message(text[:2000])
-
-    return [steer, followup, cancel]

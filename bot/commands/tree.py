@@ -21,14 +21,13 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import binding_for
-from core.agent.agent import Agent
+from bot.commands.bound import agent_for
 from core.errors import SessionError
 from core.sessions.events import SessionEvent
 from core.sessions.export import export_html
 from core.sessions.tree import SessionTree, TreeNode
 
-__all__ = ["SHORT_ID", "render_tree", "resolve_ref", "tree_commands"]
+__all__ = ["SHORT_ID", "TreeCommands", "render_tree", "resolve_ref"]
 
 SHORT_ID: Final = 8
 """How many characters of a node id the tree shows (and a prefix needs at most)."""
@@ -150,30 +149,46 @@ def _export_name(session_key: str) -> str:
     return re.sub(r"[^\w.-]", "_", session_key) + ".html"
 
 
-def tree_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ..., Any]]:
-    async def bound_agent(interaction: discord.Interaction, *, changes: bool) -> Agent | None:
-        """The agent of this thread's session, or None once the user was told why not."""
-        record = await binding_for(account, interaction, changes=changes)
-        if record is None:
-            return None
-        return await account.services.runtime.get(record.target_session_key)
+class TreeCommands:
+    """The session as a tree: show it, continue from an earlier node, label one, export it."""
 
-    async def refuse(interaction: discord.Interaction, exc: SessionError) -> None:
-        await interaction.response.send_message(str(exc)[:_LIMIT], ephemeral=True)
+    def __init__(self, account: AccountRuntime) -> None:
+        self.account = account
 
-    @app_commands.command(name="tree", description="Show this session's conversation tree.")
-    async def tree(interaction: discord.Interaction) -> None:
-        agent = await bound_agent(interaction, changes=False)
+    def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
+        """The slash commands, each calling its method on this object."""
+        return [
+            app_commands.Command(
+                name="tree",
+                description="Show this session's conversation tree.",
+                callback=self.tree,
+            ),
+            app_commands.Command(
+                name="rewind",
+                description="Continue the conversation from an earlier node.",
+                callback=self.rewind,
+            ),
+            app_commands.Command(
+                name="bookmark",
+                description="Label a node so /rewind can find it.",
+                callback=self.bookmark,
+            ),
+            app_commands.Command(
+                name="export",
+                description="Download this session's tree as HTML.",
+                callback=self.export,
+            ),
+        ]
+
+    async def tree(self, interaction: discord.Interaction) -> None:
+        agent = await agent_for(self.account, interaction, changes=False)
         if agent is None:
             return
         await interaction.response.send_message(render_tree(agent.tree), ephemeral=True)
 
-    @app_commands.command(
-        name="rewind", description="Continue the conversation from an earlier node."
-    )
     @app_commands.describe(node="A node id (or its first characters) or a bookmark label.")
-    async def rewind(interaction: discord.Interaction, node: str) -> None:
-        agent = await bound_agent(interaction, changes=True)
+    async def rewind(self, interaction: discord.Interaction, node: str) -> None:
+        agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
             return
         if agent.running:
@@ -183,47 +198,32 @@ def tree_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ...
             return
         try:
             node_id = resolve_ref(agent.tree, node)
-            old_text = await account.services.sessions.continue_from(agent.tree, node_id)
+            old_text = await self.account.services.sessions.continue_from(agent.tree, node_id)
         except SessionError as exc:
-            await refuse(interaction, exc)
+            await _refuse(interaction, exc)
             return
-        short = node_id[:SHORT_ID]
-        if old_text is None:
-            text = f"Rewound to `{short}`; the next message here continues from it."
-        else:
-            intro = (
-                f"Rewound to just before message `{short}`; your next message here replaces it "
-                "on a new branch. Its text, to edit and resend:\n"
-            )
-            quoted = old_text.replace("```", "`\u200b``")
-            room = _LIMIT - len(intro) - 10
-            if len(quoted) > room:
-                quoted = quoted[: room - 1] + "…"
-            text = f"{intro}```\n{quoted}\n```"
-        await interaction.response.send_message(text)
+        await interaction.response.send_message(_rewound_text(node_id, old_text))
 
-    @app_commands.command(name="bookmark", description="Label a node so /rewind can find it.")
     @app_commands.describe(
         node="A node id (or its first characters) or a bookmark label.",
         label="The bookmark's name; a label already in use moves here.",
     )
-    async def bookmark(interaction: discord.Interaction, node: str, label: str) -> None:
-        agent = await bound_agent(interaction, changes=True)
+    async def bookmark(self, interaction: discord.Interaction, node: str, label: str) -> None:
+        agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
             return
         try:
             node_id = resolve_ref(agent.tree, node)
-            await account.services.sessions.bookmark(agent.tree, node_id, label)
+            await self.account.services.sessions.bookmark(agent.tree, node_id, label)
         except SessionError as exc:
-            await refuse(interaction, exc)
+            await _refuse(interaction, exc)
             return
         await interaction.response.send_message(
             f"Bookmarked `{node_id[:SHORT_ID]}` as {label.strip()!r}."
         )
 
-    @app_commands.command(name="export", description="Download this session's tree as HTML.")
-    async def export(interaction: discord.Interaction) -> None:
-        agent = await bound_agent(interaction, changes=False)
+    async def export(self, interaction: discord.Interaction) -> None:
+        agent = await agent_for(self.account, interaction, changes=False)
         if agent is None:
             return
         data = export_html(agent.tree).encode()
@@ -239,4 +239,23 @@ def tree_commands(account: AccountRuntime) -> list[app_commands.Command[Any, ...
         file = discord.File(io.BytesIO(data), filename=_export_name(key))
         await interaction.response.send_message(f"Session tree of `{key}`.", file=file)
 
-    return [tree, rewind, bookmark, export]
+
+async def _refuse(interaction: discord.Interaction, exc: SessionError) -> None:
+    await interaction.response.send_message(str(exc)[:_LIMIT], ephemeral=True)
+
+
+def _rewound_text(node_id: str, old_text: str | None) -> str:
+    """The answer to ``/rewind``: where the conversation goes on, and the replaced
+    message's text (fenced, cut to fit) when the rewind went back before one."""
+    short = node_id[:SHORT_ID]
+    if old_text is None:
+        return f"Rewound to `{short}`; the next message here continues from it."
+    intro = (
+        f"Rewound to just before message `{short}`; your next message here replaces it "
+        "on a new branch. Its text, to edit and resend:\n"
+    )
+    quoted = old_text.replace("```", "`\u200b``")
+    room = _LIMIT - len(intro) - 10
+    if len(quoted) > room:
+        quoted = quoted[: room - 1] + "…"
+    return f"{intro}```\n{quoted}\n```"

@@ -1,10 +1,14 @@
-"""More end-to-end cases: /cancel's report, spawning from a thread, two accounts at once."""
+"""More end-to-end cases: /cancel's report, spawning from a thread, two accounts at once, a
+command that raises."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import unquote
+
+import pytest
 
 from adapters.discord.delivery import Persona
 from adapters.discord.manager import ManagerRegistry
@@ -189,3 +193,27 @@ async def test_spawn_refuses_unknown_and_handoff_only_agents(start_bot: StartBot
     (handoff_only,) = await spawn(bot, "x", agent="writer")
     assert "starts only through an accepted handoff" in handoff_only.body["content"]
     assert list(bot.services.bindings.live()) == []
+
+
+async def test_a_command_that_raises_is_answered_with_a_line_saying_so(
+    start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subcommand of a group (/agents list) or a top-level command (/tree) that raises is
+    answered privately by the tree's one error handler, never left without an answer."""
+    bot = await start_bot()
+
+    def broken(*_args: object, **_kwargs: object) -> NoReturn:
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(bot.services.subagents, "list", broken)
+    monkeypatch.setattr(bot.services.bindings, "active_for_conversation", broken)
+    for command in ("agents list", "tree"):
+        handle = await bot.fake.invoke_command(
+            bot.world.guild, bot.world.channel, bot.world.alice, command
+        )
+        async with asyncio.timeout(TIMEOUT):
+            reply = await handle.wait_response()
+        assert reply.body["data"]["content"] == (
+            "⚠️ This command failed inside the bot (the details are in its logs)."
+        )
+        assert int(reply.body["data"]["flags"]) & 64

@@ -95,6 +95,29 @@ async def test_model_switch_is_owner_only_used_next_shown_and_kept(
     assert second.provider.models_seen[-1] == "small-model"
 
 
+async def test_model_names_are_autocompleted_from_the_config(start_bot: StartBot) -> None:
+    """Typing in /model's name offers each configured provider:model containing the text."""
+    bot = await start_bot(replies, providers=PROVIDERS)
+
+    async def offered(typed: str) -> list[tuple[str, str]]:
+        handle = await bot.fake.autocomplete(
+            bot.world.guild,
+            bot.world.channel.id,
+            bot.world.alice,
+            "model",
+            {"name": typed},
+            focused="name",
+        )
+        async with asyncio.timeout(TIMEOUT):
+            response = await handle.wait_response()
+        assert response.callback_type == 8
+        return [(c["name"], c["value"]) for c in response.body["data"]["choices"]]
+
+    assert await offered("") == [("main:big-model",) * 2, ("cheap:small-model",) * 2]
+    assert await offered("SMALL") == [("cheap:small-model",) * 2]
+    assert await offered("nothing") == []
+
+
 def replies_and_summaries(messages: Any) -> Step:
     if messages and messages[0].content == SUMMARY_SYSTEM:
         return Step(text="Summary: the user keeps notes.")
