@@ -28,6 +28,7 @@ from core.config.flags import RUNTIME_SOURCE
 from core.config.tables import (
     DEFAULT_ACCOUNT_ID,
     DEFAULT_DISPLAY_NAME,
+    AcpAgentConfig,
     AgentConfig,
     AgentProfile,
     BindingsConfig,
@@ -77,6 +78,7 @@ class Config(TomlTable):
     providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)
     agents: dict[ProviderName, AgentProfile] = Field(default_factory=dict)
     mcp_servers: dict[McpServerName, McpServerConfig] = Field(default_factory=dict)
+    acp_agents: dict[ProviderName, AcpAgentConfig] = Field(default_factory=dict)
     playground: PlaygroundConfig = Field(default_factory=PlaygroundConfig)
 
     _config_path: Path | None = PrivateAttr(default=None)
@@ -123,6 +125,10 @@ class Config(TomlTable):
     def attachments_path(self) -> Path:
         """The directory of stored attachment copies, absolute."""
         return self._base_dir / self.store.attachments_dir
+
+    def acp_workspace_root(self, name: str) -> Path:
+        """Where the sessions of ``[acp_agents.<name>]`` get their working directories."""
+        return self._base_dir / self.acp_agents[name].workspace_dir
 
     def json_log_path(self) -> Path | None:
         """Where JSON log lines go (relative to ``base_dir``), or None when disabled with ``""``."""
@@ -287,7 +293,8 @@ def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int,
     """Refuse secret-looking keys anywhere in the file, before anything else can echo them."""
     for key, value in data.items():
         path = (*keys, str(key))
-        if len(path) == 4 and path[0] == "mcp_servers" and path[2] in ("env", "env_from"):
+        in_env = path[0] in ("mcp_servers", "acp_agents") and path[2:3] in (("env",), ("env_from",))
+        if len(path) == 4 and in_env:
             continue  # names of variables (env_from), or refused by McpServerConfig (env)
         if is_secret_key(str(key)):
             in_account = path[:3] == ("channels", "discord", "accounts") and len(path) > 4
@@ -327,6 +334,14 @@ def check_agent_references(config: Config, source: str) -> None:
                     got(target),
                 )
         _check_mcp_servers(config, profile.tools, f"agents.{agent_id}.tools", source)
+        if profile.acp and profile.acp not in config.acp_agents:
+            known = ", ".join(config.acp_agents) or "none configured"
+            raise ConfigError(
+                source,
+                f"agents.{agent_id}.acp",
+                f"the name of an [acp_agents.<name>] table ({known})",
+                got(profile.acp),
+            )
     if config.agent.tools is not None:
         _check_mcp_servers(config, config.agent.tools, "agent.tools", source)
 

@@ -39,6 +39,7 @@ __all__ = [
     "STORE_SCHEMES",
     "AccountConfig",
     "AccountId",
+    "AcpAgentConfig",
     "AgentConfig",
     "AgentProfile",
     "BindingsConfig",
@@ -405,6 +406,19 @@ class AgentProfile(TomlTable):
     handoff_to: list[str] = Field(default_factory=list)
     handoff_thread: Literal["same", "new"] = "same"
     """Where this agent takes over after an accepted handoff: the offer's thread, or a new one."""
+    acp: str = ""
+    """This agent is the external agent of that ``[acp_agents.<name>]`` table (it brings
+    its own model and tools, so ``provider``, ``model`` and ``tools`` do not apply)."""
+
+    @model_validator(mode="after")
+    def _acp_brings_its_own(self) -> AgentProfile:
+        if self.acp and (self.provider or self.model or self.tools):
+            raise invalid_value(
+                "either acp (an external agent, with its own model and tools) or "
+                "provider / model / tools (a model this bot calls)",
+                "both are set",
+            )
+        return self
 
     @field_validator("avatar_url")
     @classmethod
@@ -543,6 +557,52 @@ class ProviderConfig(TomlTable):
         return value
 
 
+# -- [acp_agents.<name>] ------------------------------------------------------------------
+
+
+class AcpAgentConfig(TomlTable):
+    """One ``[acp_agents.<name>]`` table: an external agent the bot talks to over the Agent
+    Client Protocol (stdio), a thread acting as its client.
+
+    Its environment, like an MCP server's, is a small safe default plus ``env_from``
+    (the agent's variable names mapped to the bot's own): nothing else of the bot's
+    environment reaches it.
+
+    ```toml
+    [acp_agents.opencode]
+    command = ["opencode", "acp"]          # a first word "python" means the bot's interpreter
+    env_from = { OPENAI_API_KEY = "BOT_OPENAI_KEY" }
+    workspace_dir = "acp-workspaces"       # each session works in its own directory under this
+    idle_stop_seconds = 900                # an idle session's process is stopped
+    ```
+    """
+
+    command: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    env_from: dict[str, str] = Field(default_factory=dict)
+    workspace_dir: str = Field(default="acp-workspaces", min_length=1)
+    """Where each session's own working directory is made (relative: to the config's)."""
+    idle_stop_seconds: Seconds = 900.0
+    """An agent process idle this long is stopped; the session's next message starts one."""
+    start_timeout_seconds: Seconds = 60.0
+    """How long the agent may take to start and open (or load) its session."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_env(cls, data: object) -> object:
+        if isinstance(data, Mapping) and "env" in data:
+            raise invalid_value(
+                'env_from = { NAME = "BOT_VARIABLE" }: the agent\'s variable NAME gets the '
+                "value of the bot's environment variable BOT_VARIABLE",
+                "env = {...} would keep values (secrets) in the config file (values not shown)",
+            )
+        return data
+
+    @field_validator("env_from")
+    @classmethod
+    def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return McpServerConfig.check_env_names(value)
+
+
 # -- [mcp_servers.<name>] -----------------------------------------------------------------
 
 
@@ -606,6 +666,10 @@ class McpServerConfig(TomlTable):
     @field_validator("env_from")
     @classmethod
     def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return cls.check_env_names(value)
+
+    @staticmethod
+    def check_env_names(value: dict[str, str]) -> dict[str, str]:
         """Both sides are variable names; a value that is not one is probably the secret."""
         for name, source in value.items():
             if not _ENV_NAME.fullmatch(name) or not _ENV_NAME.fullmatch(source):

@@ -119,7 +119,7 @@ class TestFileErrors:
         assert error.key_path == "sesion"
         tables = (
             "session, channels, store, bindings, logging, agent, discord, providers, agents, "
-            "mcp_servers, playground"
+            "mcp_servers, acp_agents, playground"
         )
         assert error.expected == f"one of the keys {tables}"
 
