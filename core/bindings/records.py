@@ -27,7 +27,7 @@ __all__ = [
     "SessionBindingRecord",
 ]
 
-BindingTargetKind = Literal["subagent", "session"]
+BindingTargetKind = Literal["subagent", "session", "acp"]
 BindingStatus = Literal["active", "ending", "ended"]
 ExpiryReason = Literal["idle-expired", "max-age-expired"]
 """Why a binding expired; also the ``reason`` of its farewell and ``binding.expired`` line."""

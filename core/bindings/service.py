@@ -30,7 +30,7 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, get_args
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -226,8 +226,9 @@ class SessionBindingService:
         """
         if not target_session_key.strip():
             raise BindingError("bind needs a non-empty target session key")
-        if target_kind not in ("subagent", "session"):
-            raise BindingError(f"target kind must be 'subagent' or 'session', not {target_kind!r}")
+        if target_kind not in get_args(BindingTargetKind):
+            kinds = ", ".join(repr(k) for k in get_args(BindingTargetKind))
+            raise BindingError(f"target kind must be one of {kinds}, not {target_kind!r}")
         if ttl_ms is not None and ttl_ms <= 0:
             raise BindingError(f"ttl_ms must be positive, not {ttl_ms}")
         metadata = dict(metadata or {})

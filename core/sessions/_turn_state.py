@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from core.attachments import AttachmentRecord
 from core.sessions.events import SessionEvent
+from core.sessions.payloads import ApprovalOption
 from core.sessions.snapshot import (
     ApprovalRecord,
     PendingApproval,
@@ -111,6 +112,7 @@ class TurnState:
             name=payload["name"],
             arguments=payload["arguments"],
             requested_at=event.created_at,
+            options=tuple(ApprovalOption.model_validate(o) for o in payload.get("options") or ()),
         )
 
     def _on_approval_decided(self, event: SessionEvent) -> None:
@@ -125,6 +127,7 @@ class TurnState:
             by_name=payload.get("by_name"),
             reason=payload.get("reason"),
             decided_at=event.created_at,
+            option_id=payload.get("option_id"),
         )
         if payload["decision"] == "allow_session":
             self.allowed_tools.add(payload["name"])

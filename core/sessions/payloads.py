@@ -206,15 +206,25 @@ class UnbookmarkPayload(_Payload):
     label: str
 
 
+class ApprovalOption(_Payload):
+    """One answer an external agent offers for its permission request (its own words)."""
+
+    option_id: str
+    label: str
+    kind: Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
 class ApprovalRequestedPayload(_Payload):
     """A tool call under ``require_approval`` waits for a person; ``step`` lets a restarted
-    process continue the turn at that call."""
+    process continue the turn at that call. ``options``: an external agent's own answers
+    to choose from (none: Allow, Allow for the session, Deny)."""
 
     turn_id: str
     step: int
     tool_call_id: str
     name: str
     arguments: str
+    options: list[ApprovalOption] = []
 
 
 ApprovalDecision = Literal["allow", "allow_session", "deny", "timeout", "withdrawn"]
@@ -231,6 +241,8 @@ class ApprovalDecidedPayload(_Payload):
     by_user_id: str | None = None
     by_name: str | None = None
     reason: str | None = None
+    option_id: str | None = None
+    """The external agent's option the person chose (its requests offer their own)."""
 
 
 class CompactionPayload(_Payload):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.attachments import AttachmentRecord
 from core.sessions.events import SessionEvent
+from core.sessions.payloads import ApprovalOption
 
 __all__ = [
     "ApprovalRecord",
@@ -64,6 +65,8 @@ class PendingApproval(BaseModel):
     name: str
     arguments: str
     requested_at: datetime
+    options: tuple[ApprovalOption, ...] = ()
+    """An external agent's own answers (empty: Allow, Allow for the session, Deny)."""
 
 
 class ApprovalRecord(BaseModel):
@@ -78,6 +81,7 @@ class ApprovalRecord(BaseModel):
     by_name: str | None
     reason: str | None
     decided_at: datetime
+    option_id: str | None = None
 
     @property
     def allowed(self) -> bool:

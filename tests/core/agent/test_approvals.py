@@ -113,6 +113,7 @@ async def test_allow_runs_the_call_and_the_model_reads_its_result(database: Data
             "by_user_id": "42",
             "by_name": "Alice",
             "reason": None,
+            "option_id": None,
         }
     ]
     resolved = [e for e in rig.events if isinstance(e, ApprovalResolved)]

@@ -94,7 +94,7 @@ class TestBindAndRestart:
         ("kwargs", "message"),
         [
             ({"target_session_key": " "}, "non-empty target session key"),
-            ({"target_kind": "acp"}, "target kind must be"),
+            ({"target_kind": "cli"}, "target kind must be"),
             ({"ttl_ms": 0}, "ttl_ms must be positive"),
         ],
     )
