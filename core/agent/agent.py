@@ -31,6 +31,7 @@ from core.agent.events import (
 from core.agent.loop import (
     PendingMessage,
     ResumedTurn,
+    TurnRunner,
     carry_over_steering,
     resumable_turn,
     run_turns,
@@ -50,6 +51,7 @@ from core.sessions.log import AppendItem, SessionLog, as_item
 from core.sessions.payloads import (
     ApprovalDecidedPayload,
     ApprovalDecision,
+    ApprovalOption,
     ApprovalRequestedPayload,
     MessageQueuedPayload,
     ModelChangedPayload,
@@ -101,6 +103,9 @@ class AgentSettings:
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     load_image: Callable[[str], bytes] | None = None
     """Reads stored image attachments for the model (None: images are not sent)."""
+    acp: str | None = None
+    """The external agent (``[acp_agents.<name>]``) this agent is; None: a model the bot
+    calls. An external agent has its own model, tools and context."""
 
     @classmethod
     def from_config(cls, config: AgentConfig, **profile: Any) -> AgentSettings:
@@ -167,7 +172,9 @@ class Agent:
         *,
         on_crash: Callable[[Agent, BaseException], None] | None = None,
         clock: Clock | None = None,
+        turns: TurnRunner = run_turns,
     ) -> None:
+        self._turns = turns
         self.tree = tree
         self.session_key = tree.session_key
         self._session_log = log
@@ -451,7 +458,7 @@ class Agent:
         done, when no turn waits for one."""
         async with self._entry:
             task = self._task
-            if task is None or not self.tree.pending_approvals:
+            if task is None or resumable_turn(self.tree) is None:
                 return False
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -461,7 +468,13 @@ class Agent:
 
     # -- approvals ---------------------------------------------------------------
 
-    async def request_approval(self, turn_id: str, step: int, call: ToolCall) -> ApprovalRecord:
+    async def request_approval(
+        self,
+        turn_id: str,
+        step: int,
+        call: ToolCall,
+        options: Sequence[ApprovalOption] = (),
+    ) -> ApprovalRecord:
         """Ask for a person's decision on ``call`` and wait for it (the loop calls this).
 
         The request is recorded first, so it survives a restart: a process that finds
@@ -480,6 +493,7 @@ class Agent:
                     tool_call_id=call.id,
                     name=call.name,
                     arguments=call.arguments,
+                    options=list(options),
                 )
             )
         pending = next(p for p in self.tree.pending_approvals if p.tool_call_id == call.id)
@@ -488,7 +502,9 @@ class Agent:
         waited = max(0.0, (self._clock.now() - pending.requested_at).total_seconds())
         left = max(0.0, self.settings.approval_timeout_s - waited)
         self.emit(
-            ApprovalRequested(self.session_key, turn_id, call, pending.node_id, left, resumed)
+            ApprovalRequested(
+                self.session_key, turn_id, call, pending.node_id, left, resumed, pending.options
+            )
         )
         timer: asyncio.Future[Any] = asyncio.ensure_future(self._clock.sleep(left))
         waiting: list[asyncio.Future[Any]] = [future, timer]
@@ -509,9 +525,11 @@ class Agent:
         by_user_id: str | None = None,
         by_name: str | None = None,
         reason: str | None = None,
+        option_id: str | None = None,
     ) -> ApprovalOutcome:
         """Record the decision on a pending request, once: a second press (or a timeout
-        racing a press) gets the decision that was recorded first."""
+        racing a press) gets the decision that was recorded first. ``option_id``: the
+        external agent's option chosen (one of the request's own)."""
         async with self._deciding:
             pending = next(
                 (p for p in self.tree.pending_approvals if p.tool_call_id == tool_call_id), None
@@ -527,6 +545,7 @@ class Agent:
                     by_user_id=by_user_id,
                     by_name=by_name,
                     reason=reason,
+                    option_id=option_id,
                 )
             )
             record = self.tree.approval_decision(tool_call_id)
@@ -553,7 +572,7 @@ class Agent:
         # (tools, providers, the store) carries the session key.
         with bind_context(session_key=self.session_key):
             self._task = asyncio.create_task(
-                run_turns(self, batch, self._next_batch, resumed=resumed),
+                self._turns(self, batch, self._next_batch, resumed=resumed),
                 name=f"agent:{self.session_key}",
             )
         self._task.add_done_callback(self._loop_done)

@@ -12,14 +12,18 @@ from dataclasses import dataclass, field
 
 from core.providers.types import ToolCall
 from core.sessions.events import DeliveryMode
+from core.sessions.payloads import ApprovalOption
 
 __all__ = [
     "AgentErrorEvent",
     "AgentEvent",
+    "AgentNotice",
     "ApprovalRequested",
     "ApprovalResolved",
     "Compacted",
+    "FileShown",
     "MessageQueued",
+    "PlanShown",
     "SteeringInjected",
     "TextDelta",
     "ToolFinished",
@@ -100,6 +104,9 @@ class ApprovalRequested:
     timeout_s: float
     resumed: bool = False
     """Asked before a restart: its message may already be in the thread."""
+    options: tuple[ApprovalOption, ...] = ()
+    """An external agent's own answers, one button each (empty: Allow, Allow for the
+    session, Deny)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +165,44 @@ class TurnInterrupted:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanShown:
+    """An external agent's plan as it stands now: ``(what, status)`` per entry."""
+
+    session_key: str
+    turn_id: str
+    entries: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileShown:
+    """Something the thread should get as a file (a diff too long to read in a message)."""
+
+    session_key: str
+    turn_id: str
+    name: str
+    data: bytes
+    caption: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNotice:
+    """A line about the agent for the people in the thread (from the bot, not the agent)."""
+
+    session_key: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class AgentErrorEvent:
     """A turn failed: the model (``internal`` False: its message may be shown to users),
-    or the bot itself (``internal`` True: the message is for the logs only)."""
+    or the bot itself (``internal`` True: the message is for the logs only).
+    ``external``: an external agent failed, and the message says which and how."""
 
     session_key: str
     turn_id: str | None
     message: str
     internal: bool = False
+    external: bool = False
 
 
 AgentEvent = (
@@ -182,5 +219,8 @@ AgentEvent = (
     | MessageQueued
     | TurnCancelled
     | TurnInterrupted
+    | PlanShown
+    | FileShown
+    | AgentNotice
     | AgentErrorEvent
 )

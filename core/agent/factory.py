@@ -6,6 +6,8 @@ prompt and tools. A session with no agent recorded, or a config with no
 profiles, gets the defaults: the first provider, no prompt, and the tools
 ``[agent] tools`` lists (unset: the base tools plus ``spawn_subagent``).
 ``mcp:`` entries add an MCP server's tools (:mod:`core.agent.mcp_tools`).
+A profile with ``acp`` is an external agent: it brings its own model and tools,
+and its turns are run by what :class:`ExternalAgents` gives (:mod:`core.acp`).
 
 Tools that act on the bot (spawning, artifacts) need services built after
 the runtime that owns this factory; they are attached afterwards with
@@ -14,8 +16,9 @@ the runtime that owns this factory; they are attached afterwards with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from core.agent.agent import Agent, AgentSettings
 from core.agent.assignment import active_agent
@@ -25,20 +28,50 @@ from core.agent.builtin_tools import (
     emit_artifact_tool,
     spawn_subagent_tool,
 )
+from core.agent.loop import TurnRunner
 from core.agent.mcp_tools import mcp_sources
 from core.agent.tools import Tool, ToolRegistry
 from core.agent.usage import ModelInfo
 from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config
+from core.errors import ProviderError
 from core.mcp import McpServers
-from core.providers.types import Provider
+from core.providers.types import ChatMessage, Provider, ProviderEvent, ToolSpec
 from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
 
-__all__ = ["ArtifactHandlerFor", "ProfileAgentFactory"]
+__all__ = ["ArtifactHandlerFor", "ExternalAgents", "ProfileAgentFactory"]
 
 ArtifactHandlerFor = Callable[[AgentProfile], ArtifactHandler]
 """The ``emit_artifact`` handler for one profile (it knows the types that profile allows)."""
+
+
+class ExternalAgents(Protocol):
+    """Runs the turns of sessions whose profile names an external agent."""
+
+    def turns_for(self, profile: AgentProfile, session_key: str) -> TurnRunner: ...
+
+
+class _OwnModel:
+    """The provider of an external agent's session: there is none, the agent brings its
+    own model; anything that would call one says so."""
+
+    def __init__(self, agent: str) -> None:
+        self.name = f"acp:{agent}"
+        self._agent = agent
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        model: str | None = None,
+    ) -> AsyncGenerator[ProviderEvent, None]:
+        raise ProviderError(
+            f"this session runs the external agent {self._agent!r}, which uses its own "
+            "model: the bot calls none for it"
+        )
+        yield  # pragma: no cover - makes this an async generator
 
 
 class ProfileAgentFactory:
@@ -56,8 +89,10 @@ class ProfileAgentFactory:
         mcp: McpServers | None = None,
         clock: Clock | None = None,
         load_image: Callable[[str], bytes] | None = None,
+        external: ExternalAgents | None = None,
     ) -> None:
         self._load_image = load_image
+        self._external = external
         self._config = config
         self._mcp = mcp
         self._clock: Clock = clock or SystemClock()
@@ -85,6 +120,8 @@ class ProfileAgentFactory:
     ) -> Agent:
         agent_id = active_agent(tree)
         profile = self._config.agents.get(agent_id) if agent_id else None
+        if profile is not None and profile.acp and self._external is not None:
+            return self._external_agent(tree, log, on_crash, agent_id, profile)
         if profile is None:
             settings = AgentSettings.from_config(
                 self._config.agent,
@@ -110,6 +147,29 @@ class ProfileAgentFactory:
             provider, info = self.model_choice(*chosen)
             settings = replace(settings, model=chosen[1], model_info=info)
         return Agent(tree, log, provider, tools, settings, on_crash=on_crash, clock=self._clock)
+
+    def _external_agent(
+        self,
+        tree: SessionTree,
+        log: SessionLog,
+        on_crash: Callable[[Agent, BaseException], None],
+        agent_id: str | None,
+        profile: AgentProfile,
+    ) -> Agent:
+        assert self._external is not None
+        settings = AgentSettings.from_config(
+            self._config.agent, agent_name=agent_id, acp=profile.acp, load_image=self._load_image
+        )
+        return Agent(
+            tree,
+            log,
+            _OwnModel(profile.acp),
+            ToolRegistry(),
+            settings,
+            on_crash=on_crash,
+            clock=self._clock,
+            turns=self._external.turns_for(profile, tree.session_key),
+        )
 
     def models(self) -> list[tuple[str, str]]:
         """``(provider, model)`` of every configured provider: what ``/model`` offers."""

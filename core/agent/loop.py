@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -69,6 +69,8 @@ from core.providers.types import TextDelta as ProviderText
 from core.sessions.events import DeliveryMode, SessionEvent
 from core.sessions.log import AppendItem, as_item
 from core.sessions.payloads import (
+    ApprovalDecision,
+    ApprovalOption,
     AssistantMessagePayload,
     BudgetStopPayload,
     QueueMovedPayload,
@@ -82,15 +84,20 @@ from core.sessions.payloads import (
 from core.sessions.tree import ApprovalRecord, QueuedMessage, SessionTree
 
 __all__ = [
+    "EndReason",
     "LoopHost",
+    "NextBatch",
     "PendingMessage",
     "ResumedTurn",
+    "TurnRunner",
     "carry_over_steering",
     "continue_turn",
     "denial_text",
+    "inject_steering",
     "resumable_turn",
     "run_turn",
     "run_turns",
+    "user_payload",
 ]
 
 EndReason = Literal["completed", "max_steps", "budget", "error"]
@@ -140,8 +147,22 @@ class LoopHost(Protocol):
 
     def emit(self, event: AgentEvent) -> None: ...
 
-    async def request_approval(self, turn_id: str, step: int, call: ToolCall) -> ApprovalRecord:
+    def subscribe(self, listener: Callable[[AgentEvent], None]) -> Callable[[], None]: ...
+
+    async def request_approval(
+        self,
+        turn_id: str,
+        step: int,
+        call: ToolCall,
+        options: Sequence[ApprovalOption] = (),
+    ) -> ApprovalRecord:
         """Record the request (unless a restart finds it recorded), wait for its decision."""
+        ...
+
+    async def decide(
+        self, tool_call_id: str, decision: ApprovalDecision, *, reason: str | None = None
+    ) -> object:
+        """Record a decision on a pending request (once)."""
         ...
 
 
@@ -156,6 +177,20 @@ class ResumedTurn:
 
 
 NextBatch = Callable[[], Awaitable[list[PendingMessage]]]
+
+
+class TurnRunner(Protocol):
+    """What runs an agent's turns: :func:`run_turns` (a model the bot calls), or an
+    external agent's twin of it (:mod:`core.acp.turns`)."""
+
+    def __call__(
+        self,
+        host: LoopHost,
+        first: list[PendingMessage],
+        next_batch: NextBatch,
+        *,
+        resumed: ResumedTurn | None = None,
+    ) -> Coroutine[Any, Any, None]: ...
 
 
 async def run_turns(
@@ -187,7 +222,7 @@ async def run_turn(host: LoopHost, batch: list[PendingMessage]) -> None:
     await host.append(TurnStartedPayload(turn_id=turn_id, trigger=batch[0].delivered))
     host.emit(TurnStarted(host.session_key, turn_id, batch[0].delivered))
     for message in batch:
-        await host.append(_user_payload(message), message.delivered)
+        await host.append(user_payload(message), message.delivered)
         if message.recorded is not None and not message.recorded.done():
             message.recorded.set_result(None)  # in the log: delivered, whatever happens next
     await _steps(host, turn_id, step=0, resumed=())
@@ -253,7 +288,7 @@ async def _act(host: LoopHost, turn_id: str, info: StepInfo, calls: Sequence[Too
         await _run_tool(host, turn_id, info.step, call)
 
     # -- inject steering that arrived during this step, then decide
-    injected = await _inject_steering(host, turn_id)
+    injected = await inject_steering(host, turn_id)
     return host.should_continue(StepInfo(info.step, info.had_tool_calls, injected, info.text))
 
 
@@ -419,6 +454,8 @@ def resumable_turn(tree: SessionTree) -> ResumedTurn | None:
     if tree.running_turn_id is None or not tree.pending_approvals:
         return None
     waiting = tree.pending_approvals[0]
+    if waiting.options:
+        return None  # an external agent's request: its process did not survive the restart
     answered: set[str] = set()
     for event in reversed(tree.path()):
         if event.type == "tool_result":
@@ -463,7 +500,7 @@ async def _skip_tools(host: LoopHost, turn_id: str, step: int, skipped: Sequence
     host.emit(ToolsSkipped(host.session_key, turn_id, tuple(skipped)))
 
 
-async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
+async def inject_steering(host: LoopHost, turn_id: str) -> bool:
     """Deliver every queued steering message as a steer user message."""
     queued: tuple[QueuedMessage, ...] = host.tree.steering_queue
     if not queued:
@@ -471,7 +508,7 @@ async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
     await host.append_many(
         [
             as_item(
-                _user_payload(
+                user_payload(
                     PendingMessage(
                         text=m.text,
                         delivered="steer",
@@ -491,7 +528,8 @@ async def _inject_steering(host: LoopHost, turn_id: str) -> bool:
     return True
 
 
-def _user_payload(message: PendingMessage) -> UserMessagePayload:
+def user_payload(message: PendingMessage) -> UserMessagePayload:
+    """The ``user_message`` event of a message that opens (or steers) a turn."""
     return UserMessagePayload(
         text=message.text,
         requested_mode=message.requested,
