@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
+from core.acp import AcpConnections, missing_command
 from core.agent import ToolRegistry
 from core.agent.builtin_tools import http_get_tool, sleep_tool
 from core.agent.factory import ProfileAgentFactory
@@ -138,6 +140,8 @@ async def build_services(
         )
         await bindings.start()
         sessions = SessionLog(database, clock=clock)
+        acp = AcpConnections(config, env=env, clock=clock, load_image=attachments.load)
+        events.subscribe(acp.on_event)  # an unbound thread's agent process stops
         factory = ProfileAgentFactory(
             config,
             providers,
@@ -148,6 +152,7 @@ async def build_services(
             mcp=mcp,
             clock=clock,
             load_image=attachments.load,
+            external=acp,
         )
         runtime = SessionRuntime(
             sessions,
@@ -188,6 +193,7 @@ async def build_services(
             timeout_seconds=config.agent.subagent_timeout_seconds or None,
             shards=shards,
             publish=events.publish,
+            cannot_start=partial(_cannot_start, config),
         )
         artifacts = ArtifactService(sessions)
         handoffs = HandoffService(database, sessions, clock=clock)
@@ -214,6 +220,7 @@ async def build_services(
         handoffs=handoffs,
         briefs=Briefs(runtime, artifacts, handoffs, config.agents),
         mcp=mcp,
+        acp=acp,
         agent_factory=factory,
         attachments=attachments,
         leases=leases,
@@ -248,6 +255,12 @@ def _change_feed(
     feed.on_resync(bindings.reload)
     feed.on_resync(overrides.reload)
     return feed
+
+
+def _cannot_start(config: Config, profile: AgentProfile) -> str | None:
+    """Why an agent cannot be spawned on this machine (an external agent's program is
+    missing), said before a thread is made for it."""
+    return missing_command(config, profile.acp) if profile.acp else None
 
 
 def _tool_lists(config: Config) -> list[list[str]]:

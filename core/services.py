@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.acp import AcpConnections
 from core.agent.factory import ProfileAgentFactory
 from core.artifacts.service import ArtifactService
 from core.attachments import AttachmentStore
@@ -64,6 +65,8 @@ class Services:
     handoffs: HandoffService
     briefs: Briefs
     mcp: McpServers
+    acp: AcpConnections
+    """The external agents' processes (sessions bound over ACP)."""
     agent_factory: ProfileAgentFactory
     attachments: AttachmentStore
     leases: Leases
@@ -168,6 +171,7 @@ class Services:
                 )
             )
             group.create_task(self.runtime.run_maintenance())
+            group.create_task(self.acp.keep_stopping_idle())
 
     async def drain(self, seconds: float) -> int:
         """Let announcements and binding ends already under way finish, for up to
@@ -233,6 +237,7 @@ class Services:
         try:
             await self.subagents.close()
             await self.runtime.close()
+            await self.acp.close()  # after the turns stopped: each agent was told to cancel
             await self.sessions.close()
             await self.mcp.close()
             for provider in self.providers.values():

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -120,7 +120,9 @@ class SubagentService:
         timeout_seconds: float | None = None,
         shards: ShardSet = EVERY_SHARD,
         publish: Publish[SubagentFinished] = ignore,
+        cannot_start: Callable[[AgentProfile], str | None] = lambda _profile: None,
     ) -> None:
+        self._cannot_start = cannot_start
         self._db = database
         self._shards = shards
         self._spawning: set[str] = set()
@@ -210,7 +212,12 @@ class SubagentService:
         account = requester.account_id if requester is not None else None
         if request.thread and not self._policy.spawns_threads(request.scope, account):
             raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a subagent in its own thread")
-        return self.choose_agent(request.agent)
+        agent = self.choose_agent(request.agent)
+        profile = self._profiles.get(agent or "")
+        why = self._cannot_start(profile) if profile is not None else None
+        if why is not None:
+            raise SpawnRefused(why)
+        return agent
 
     async def spawn(self, request: SpawnRequest) -> Spawned:
         """Start a subagent on ``request.task``.
@@ -306,7 +313,7 @@ class SubagentService:
         }
         return await self._bindings.bind(
             record.session_key,
-            "subagent",
+            "acp" if profile is not None and profile.acp else "subagent",
             requester.new_beside(),
             metadata=metadata,
             bound_by=record.requested_by,
