@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.agent.agent import Agent
+from core.agent.agent import Agent, resolved
 from core.agent.events import AgentEvent, TurnCancelled, TurnEnded, TurnInterrupted
 from core.agent.loop import resumable_turn
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
@@ -34,8 +34,8 @@ from core.errors import SessionError
 from core.leases import Leases
 from core.logging import get_logger
 from core.sessions.log import SessionLog, as_item
-from core.sessions.payloads import TurnInterruptedPayload
-from core.sessions.tree import SessionTree
+from core.sessions.payloads import ApprovalDecidedPayload, TurnInterruptedPayload
+from core.sessions.tree import PendingApproval, SessionTree
 from core.stream import Publish, ignore
 
 __all__ = ["AgentFactory", "AgentStarted", "SessionBusy", "SessionRuntime"]
@@ -123,12 +123,14 @@ class SessionRuntime:
                 entry = self._entries.get(session_key)
                 if entry is None:
                     await self._take_lease(session_key)
-                    agent, interrupted = await self._start(session_key)
+                    agent, interrupted, withdrawn = await self._start(session_key)
                     entry = _Entry(agent, self.clock.now())
                     self._entries[session_key] = entry
                     self._publish(AgentStarted(agent))
                     if interrupted is not None:  # shown where the agent is, before it goes on
                         agent.emit(TurnInterrupted(session_key, interrupted, stopping=False))
+                    for pending in withdrawn:  # its buttons say so instead of going dead
+                        agent.emit(resolved(session_key, pending, "withdrawn", reason="restart"))
                     await agent.resume()
                 return entry.agent
         finally:
@@ -164,13 +166,17 @@ class SessionRuntime:
             _log.info("session.reloaded", session_key=session_key)
         return await self.get(session_key)
 
-    async def _start(self, session_key: str) -> tuple[Agent, str | None]:
-        """The agent, and the id of a turn a dead process left cut off (now closed)."""
+    async def _start(
+        self, session_key: str
+    ) -> tuple[Agent, str | None, tuple[PendingApproval, ...]]:
+        """The agent, the id of a turn a dead process left cut off (now closed), and the
+        approval requests that turn left open (now withdrawn)."""
         tree = await self._log.load(session_key)
+        withdrawn = tree.pending_approvals if resumable_turn(tree) is None else ()
         interrupted = await self._close_interrupted_turn(tree)
         agent = self._factory(tree, self._log, self._crashed)
         agent.subscribe(self._on_event)
-        return agent, interrupted
+        return agent, interrupted, withdrawn
 
     def _on_event(self, event: AgentEvent) -> None:
         # Idleness counts from the end of the last turn, not from the last get().
@@ -196,7 +202,20 @@ class SessionRuntime:
         turn_id = tree.running_turn_id
         if turn_id is None or resumable_turn(tree) is not None:
             return None
+        # A request only its dead process could answer (an external agent's) ends too.
         items = [
+            as_item(
+                ApprovalDecidedPayload(
+                    turn_id=p.turn_id,
+                    tool_call_id=p.tool_call_id,
+                    name=p.name,
+                    decision="withdrawn",
+                    reason="restart",
+                )
+            )
+            for p in tree.pending_approvals
+        ]
+        items += [
             as_item(payload) for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
         ]
         items.append(as_item(TurnInterruptedPayload(turn_id=turn_id)))

@@ -58,9 +58,23 @@ from core.sessions.payloads import (
     QueueClearedPayload,
     TurnCancelledPayload,
 )
-from core.sessions.tree import ApprovalRecord, QueuedMessage, SessionSnapshot, SessionTree
+from core.sessions.tree import (
+    ApprovalRecord,
+    PendingApproval,
+    QueuedMessage,
+    SessionSnapshot,
+    SessionTree,
+)
 
-__all__ = ["Agent", "AgentBusy", "AgentSettings", "ApprovalOutcome", "NotRecorded", "Submission"]
+__all__ = [
+    "Agent",
+    "AgentBusy",
+    "AgentSettings",
+    "ApprovalOutcome",
+    "NotRecorded",
+    "Submission",
+    "resolved",
+]
 
 _log = get_logger("core.agent")
 T = TypeVar("T")
@@ -408,11 +422,7 @@ class Agent:
             await self.append_many(items)
             self._mark_idle()
         for pending in withdrawn:
-            self.emit(
-                ApprovalResolved(
-                    self.session_key, pending.tool_call_id, pending.node_id, "withdrawn", None
-                )
-            )
+            self.emit(resolved(self.session_key, pending, "withdrawn"))
         self.emit(TurnCancelled(self.session_key, turn_id, tuple(m.text for m in dropped)))
         return dropped
 
@@ -554,7 +564,9 @@ class Agent:
             if future is not None and not future.done():
                 future.set_result(record)
         self.emit(
-            ApprovalResolved(self.session_key, tool_call_id, pending.node_id, decision, by_name)
+            resolved(
+                self.session_key, pending, decision, by_name, reason=reason, option_id=option_id
+            )
         )
         return ApprovalOutcome(True, record)
 
@@ -675,3 +687,27 @@ class Agent:
                 listener(event)
             except Exception:
                 _log.warning("agent.listener_failed", session_key=self.session_key, exc_info=True)
+
+
+def resolved(
+    session_key: str,
+    pending: PendingApproval,
+    decision: str,
+    by_name: str | None = None,
+    *,
+    reason: str | None = None,
+    option_id: str | None = None,
+) -> ApprovalResolved:
+    """The event saying how ``pending`` ended, with what its message needs to say so."""
+    option = next((o.label for o in pending.options if o.option_id == option_id), None)
+    return ApprovalResolved(
+        session_key,
+        pending.tool_call_id,
+        pending.node_id,
+        decision,
+        by_name,
+        name=pending.name,
+        arguments=pending.arguments,
+        option=option,
+        reason=reason,
+    )

@@ -118,6 +118,13 @@ class ApprovalResolved:
     request_id: str
     decision: str
     by_name: str | None
+    name: str = ""
+    arguments: str = ""
+    """The call, so a message asked before a restart can still be edited to say how it ended."""
+    option: str | None = None
+    """The label of the external agent's option chosen, in the agent's own words."""
+    reason: str | None = None
+    """Why it was withdrawn (``"restart"``: the agent's process did not survive one)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.agent import Agent, ToolRegistry
+from core.agent.events import AgentEvent, ApprovalResolved
 from core.agent.messages import INTERRUPTED_RESULT
 from core.clock import FakeClock
 from core.providers.scripted import ScriptedProvider, Step
-from core.runtime import SessionRuntime
-from core.sessions.log import SessionLog
+from core.runtime import AgentStarted, SessionRuntime
+from core.sessions.log import SessionLog, as_item
+from core.sessions.payloads import ApprovalOption, ApprovalRequestedPayload, TurnStartedPayload
 from core.sessions.tree import SessionTree
 from core.store import Database
 from tests.fixtures.agents import GatedTools, make_harness, tools_step
@@ -139,3 +141,58 @@ async def test_concurrent_gets_start_one_agent(database: Database) -> None:
     first, second = await asyncio.gather(runtime.get("s1"), runtime.get("s1"))
     assert first is second
     assert runtime._starting == {}
+
+
+async def test_a_restart_withdraws_a_request_only_the_dead_process_could_answer(
+    open_store: StoreFactory,
+) -> None:
+    """An external agent's permission request dies with its process: the next start records
+    it withdrawn and says so (its buttons must not stay in the thread, dead)."""
+    first = await open_store()
+    log = SessionLog(first)
+    tree = await log.load("s1")
+    option = ApprovalOption(option_id="once", label="Allow once", kind="allow_once")
+    await log.append_many(
+        tree,
+        [
+            as_item(TurnStartedPayload(turn_id="t1", trigger="follow_up")),
+            as_item(
+                ApprovalRequestedPayload(
+                    turn_id="t1",
+                    step=0,
+                    tool_call_id="acp_1",
+                    name="bash",
+                    arguments="rm -rf build",
+                    options=[option],
+                )
+            ),
+        ],
+    )
+    assert await log.awaiting_approval() == ["s1"]
+    # The process dies here, its agent's process with it.
+
+    second = await open_store()
+    seen: list[AgentEvent] = []
+
+    def publish(event: object) -> None:
+        if isinstance(event, AgentStarted):
+            event.agent.subscribe(seen.append)
+
+    runtime = SessionRuntime(
+        SessionLog(second), factory_for(ScriptedProvider([]), GatedTools()), publish=publish
+    )
+    revived = await runtime.get("s1")
+
+    decided = [e.payload for e in revived.tree.events if e.type == "approval.decided"]
+    assert [(d["decision"], d["reason"]) for d in decided] == [("withdrawn", "restart")]
+    assert revived.tree.pending_approvals == ()
+    assert not revived.running
+    (resolved,) = [e for e in seen if isinstance(e, ApprovalResolved)]
+    assert (resolved.decision, resolved.reason, resolved.name, resolved.arguments) == (
+        "withdrawn",
+        "restart",
+        "bash",
+        "rm -rf build",
+    )
+    assert await SessionLog(second).awaiting_approval() == []
+    await first.close()
