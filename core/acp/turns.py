@@ -365,7 +365,7 @@ class _Turn:
             self._call(update.tool_call_id, update.title, update.kind)
             self._progress(update)
         elif isinstance(update, ToolCallProgress):
-            self._call(update.tool_call_id, update.title or update.tool_call_id, update.kind)
+            self._call(update.tool_call_id, update.title or "", update.kind)
             self._progress(update)
         elif isinstance(update, AgentPlanUpdate):
             entries = tuple((e.content, e.status) for e in update.entries)
@@ -415,7 +415,7 @@ class _Turn:
         state = prompt.calls.get(acp_id)
         if state is None:
             own_id = f"acp_{self.turn_id[:8]}_{prompt.round}_{len(prompt.calls)}"
-            call = ToolCall(id=own_id, name=title, arguments="")
+            call = ToolCall(id=own_id, name=title or acp_id, arguments="")
             state = prompt.calls[acp_id] = _Call(call, kind)
             self.host.emit(ToolStarted(self.host.session_key, self.turn_id, state.call))
         elif title and title != state.call.name and title != state.call.arguments:

@@ -177,8 +177,9 @@ async def test_a_tool_call_is_a_tool_line_with_its_output(rig: Rig) -> None:
     assert [s.call.name for s in started] == ["run ls"]
     assert finished[0].call.id == started[0].call.id
     assert (finished[0].content, finished[0].is_error) == ("notes.txt\nplan.md", False)
+    assert finished[0].call.arguments == ""  # an update without a title renames nothing
     recorded = rig.logged("acp.tool_call")
-    assert recorded[0]["tool_call_id"] == "ls1"
+    assert (recorded[0]["tool_call_id"], recorded[0]["title"]) == ("ls1", "run ls")
     assert (recorded[0]["status"], recorded[0]["kind"]) == ("completed", "execute")
 
 
