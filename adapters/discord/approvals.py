@@ -1,7 +1,10 @@
 """Approval requests in a thread: the message with Allow / Deny, and its end.
 
 The buttons are plain components whose ``custom_id`` carries the request's
-event id (``tb:approval:<action>:<request_id>``); the bot registers the
+event id (``tb:approval:<action>:<request_id>``); an external agent's request
+has one button per option it offers, labelled in its own words
+(``tb:approval:opt<n>:<request_id>``, ``n`` its place in the request's
+options, which the session log keeps). The bot registers the
 dynamic items that act on a press (:mod:`bot.approvals`), so a press works
 from the id alone, after a restart too. The message is posted by the bot,
 not the persona: it is the bot asking a person on the agent's behalf.
@@ -14,6 +17,8 @@ history, so it is not asked twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import discord
@@ -23,6 +28,7 @@ from adapters.discord.tool_lines import short_arguments
 from core.agent.events import ApprovalRequested, ApprovalResolved
 from core.bindings.records import SessionBindingRecord
 from core.logging import get_logger
+from core.sessions.payloads import ApprovalOption
 
 __all__ = [
     "APPROVAL_TEMPLATE",
@@ -35,8 +41,11 @@ __all__ = [
 _log = get_logger("adapters.discord")
 
 APPROVAL_TEMPLATE: Final = (
-    r"tb:approval:(?P<action>allow|session|deny):(?P<request_id>[0-9a-f]{32})"
+    r"tb:approval:(?P<action>allow|session|deny|opt[0-9]{1,2}):(?P<request_id>[0-9a-f]{32})"
 )
+OPTION_LIMIT: Final = 25
+"""Buttons one message can hold (five rows of five)."""
+LABEL_LIMIT: Final = 80
 HISTORY_LOOKBACK: Final = 50
 _LABELS: Final = {
     "allow": ("Allow", discord.ButtonStyle.success),
@@ -45,11 +54,28 @@ _LABELS: Final = {
 }
 
 
-def approval_view(request_id: str) -> discord.ui.View:
-    """Allow / Allow for this session / Deny, stopped before it is sent: no view stays in
-    memory, every press goes through the registered dynamic items."""
+_OPTION_STYLES: Final = {
+    "allow_once": discord.ButtonStyle.success,
+    "allow_always": discord.ButtonStyle.primary,
+    "reject_once": discord.ButtonStyle.danger,
+    "reject_always": discord.ButtonStyle.danger,
+}
+
+
+def approval_view(request_id: str, options: Sequence[ApprovalOption] = ()) -> discord.ui.View:
+    """Allow / Allow for this session / Deny (or the external agent's own options),
+    stopped before it is sent: no view stays in memory, every press goes through the
+    registered dynamic items."""
     view = discord.ui.View(timeout=None)
-    for action, (label, style) in _LABELS.items():
+    buttons = (
+        [(action, label, style) for action, (label, style) in _LABELS.items()]
+        if not options
+        else [
+            (f"opt{n}", option_label(option), _OPTION_STYLES[option.kind])
+            for n, option in enumerate(options[:OPTION_LIMIT])
+        ]
+    )
+    for action, label, style in buttons:
         view.add_item(
             discord.ui.Button(
                 label=label, style=style, custom_id=f"tb:approval:{action}:{request_id}"
@@ -59,30 +85,68 @@ def approval_view(request_id: str) -> discord.ui.View:
     return view
 
 
+def option_label(option: ApprovalOption) -> str:
+    """The agent's own name for the option, as a button can show it."""
+    label = " ".join(option.label.split()) or option.kind.replace("_", " ")
+    return label if len(label) <= LABEL_LIMIT else label[: LABEL_LIMIT - 1] + "…"
+
+
 def _call(name: str, arguments: str) -> str:
     args = short_arguments(arguments)
     shown = name.replace("`", "'")
     return f"`{shown}`" + (f" ({args})" if args else "")
 
 
-def request_text(agent: str, name: str, arguments: str, timeout_s: float) -> str:
+def request_text(
+    agent: str, name: str, arguments: str, timeout_s: float, *, external: bool = False
+) -> str:
+    """``external``: an external agent asks; without an answer it is told "cancelled"."""
     minutes = max(1, round(timeout_s / 60))
+    ends = "cancels the request" if external else "denies it"
     return (
         f"🔐 **{agent}** wants to run {_call(name, arguments)}.\n"
-        f"-# The session's owner or an admin decides; no answer within {minutes} min denies it."
+        f"-# The session's owner or an admin decides; no answer within {minutes} min {ends}."
     )
 
 
-def resolved_text(name: str, arguments: str, decision: str, by_name: str | None) -> str:
+def resolved_text(
+    name: str,
+    arguments: str,
+    decision: str,
+    by_name: str | None,
+    *,
+    option: str | None = None,
+    reason: str | None = None,
+    external: bool = False,
+) -> str:
+    """How the request ended; ``option``: the external agent's option chosen, verbatim."""
     who = by_name or "someone"
+    if option is not None:
+        mark = "⛔" if decision == "deny" else "✅"
+        shown = discord.utils.escape_markdown(option)
+        return f"🔐 {_call(name, arguments)}: {mark} “{shown}”, chosen by {who}"
+    withdrawn = (
+        "↩️ withdrawn: a bot restart ended the agent's turn"
+        if reason == "restart"
+        else "↩️ withdrawn: the turn moved on"
+    )
     outcome = {
         "allow": f"✅ allowed by {who}",
         "allow_session": f"✅ allowed by {who} for the rest of this session",
         "deny": f"⛔ denied by {who}",
-        "timeout": "⌛ nobody answered in time: denied",
-        "withdrawn": "↩️ withdrawn: the turn moved on",
+        "timeout": "⌛ nobody answered in time: "
+        + ("the agent was told it is cancelled" if external else "denied"),
+        "withdrawn": withdrawn,
     }.get(decision, decision)
     return f"🔐 {_call(name, arguments)}: {outcome}"
+
+
+@dataclass(slots=True)
+class _Posted:
+    message_id: str
+    name: str
+    arguments: str
+    external: bool
 
 
 class ApprovalMessages:
@@ -90,33 +154,46 @@ class ApprovalMessages:
 
     def __init__(self, delivery: ThreadDelivery) -> None:
         self._delivery = delivery
-        self._posted: dict[str, tuple[str, str, str]] = {}
-        """request id -> (message id, tool name, arguments)."""
+        self._posted: dict[str, _Posted] = {}
+        """Requests asked in this process, by request id."""
 
     async def ask(self, record: SessionBindingRecord, agent: str, event: ApprovalRequested) -> None:
         call = event.call
-        text = request_text(agent, call.name, call.arguments, event.timeout_s)
+        external = bool(event.options)
+        text = request_text(agent, call.name, call.arguments, event.timeout_s, external=external)
         if event.request_id in self._posted:
             return
         message_id = await self._find(record, event.request_id) if event.resumed else None
         if message_id is None:
             message_id = await self._delivery.bot_send(
-                record, text, view=approval_view(event.request_id)
+                record, text, view=approval_view(event.request_id, event.options)
             )
-        self._posted[event.request_id] = (message_id, call.name, call.arguments)
+        self._posted[event.request_id] = _Posted(message_id, call.name, call.arguments, external)
 
     async def settle(self, record: SessionBindingRecord, event: ApprovalResolved) -> None:
-        """Say how the request ended and take the buttons away."""
+        """Say how the request ended and take the buttons away.
+
+        A request asked by an earlier process (withdrawn at a restart) is found in the
+        thread's recent history, so its buttons do not stay there, dead.
+        """
         posted = self._posted.pop(event.request_id, None)
         if posted is None:
-            return
-        message_id, name, arguments = posted
-        text = resolved_text(name, arguments, event.decision, event.by_name)
-        await self._delivery.bot_edit(record, message_id, text, view=None)
-
-    def forget(self, request_id: str) -> tuple[str, str, str] | None:
-        """Take over a request's message (a press edits it in its own response)."""
-        return self._posted.pop(request_id, None)
+            if event.reason != "restart":
+                return
+            message_id = await self._find(record, event.request_id)
+            if message_id is None:
+                return
+            posted = _Posted(message_id, event.name, event.arguments, external=True)
+        text = resolved_text(
+            posted.name,
+            event.arguments or posted.arguments,
+            event.decision,
+            event.by_name,
+            option=event.option,
+            reason=event.reason,
+            external=posted.external,
+        )
+        await self._delivery.bot_edit(record, posted.message_id, text, view=None)
 
     async def _find(self, record: SessionBindingRecord, request_id: str) -> str | None:
         """The message a previous process posted for ``request_id``, if still recent."""

@@ -32,6 +32,7 @@ so a thread the agent is busy writing in is never swept as idle.
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -206,11 +207,17 @@ class ThreadDelivery:
     # -- bot messages (status lines, notices) --------------------------------------
 
     async def bot_send(
-        self, record: SessionBindingRecord, content: str, *, view: discord.ui.View | None = None
+        self,
+        record: SessionBindingRecord,
+        content: str,
+        *,
+        view: discord.ui.View | None = None,
+        file: tuple[str, bytes] | None = None,
     ) -> str:
-        """Post as the bot in the record's thread (with ``view``'s buttons); returns its id."""
+        """Post as the bot in the record's thread (with ``view``'s buttons, or ``file``
+        attached: its name and bytes); returns its id."""
         sent = await self._reliably(
-            record, "bot", lambda: self._bot_post(record, content, view=view)
+            record, "bot", lambda: self._bot_post(record, content, view=view, file=file)
         )
         return sent.message_id
 
@@ -299,13 +306,17 @@ class ThreadDelivery:
         persona: Persona | None = None,
         *,
         view: discord.ui.View | None = None,
+        file: tuple[str, bytes] | None = None,
     ) -> Posted:
         """Post as the bot; a persona's words are prefixed with its name, so readers know."""
         thread = await self._thread_of(record)
+        # A File is read once: each attempt gets its own.
+        attached = discord.File(io.BytesIO(file[1]), filename=file[0]) if file else None
         message = await thread.send(
             spoken_by(persona, content),
             allowed_mentions=_NO_MENTIONS,
             view=view or discord.utils.MISSING,
+            file=attached or discord.utils.MISSING,
         )
         return Posted(str(message.id), "bot")
 

@@ -10,7 +10,9 @@ A call's line is edited in place as the call ends, in whichever message it is:
 the open one, or one closed since (a call that waited for approval ends after
 its message was closed, under the approval buttons).
 Approval requests are the bot's own messages with buttons
-(:class:`~adapters.discord.approvals.ApprovalMessages`).
+(:class:`~adapters.discord.approvals.ApprovalMessages`). An external agent's
+plan is one bot line per turn, edited as the plan moves; a file it shows (a
+long diff) and a notice about it are bot posts, in order with the rest.
 Listeners are synchronous, so the Discord calls run in tasks the presenter
 owns and awaits in :meth:`drain`; a failure to deliver is logged, never
 raised into the agent.
@@ -23,18 +25,23 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import discord
+
 from adapters.discord.approvals import ApprovalMessages
-from adapters.discord.delivery import Persona, StatusSink, ThreadDelivery, ThreadSink
+from adapters.discord.delivery import BotSink, Persona, StatusSink, ThreadDelivery, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
 from core.agent.agent import Agent
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
+    AgentNotice,
     ApprovalRequested,
     ApprovalResolved,
     Compacted,
+    FileShown,
     MessageQueued,
+    PlanShown,
     SteeringInjected,
     TextDelta,
     ToolFinished,
@@ -49,9 +56,10 @@ from core.bindings.records import SessionBindingRecord
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
 from core.logging import get_logger, redact_text
+from core.providers.types import ToolCall
 from core.sessions.tree import SessionSnapshot
 
-__all__ = ["ThreadPresenter", "failure_notice", "interrupted_notice", "status_text"]
+__all__ = ["ThreadPresenter", "failure_notice", "interrupted_notice", "plan_text", "status_text"]
 
 _log = get_logger("adapters.discord")
 
@@ -65,6 +73,8 @@ _STATUS_EVENTS = (
 
 
 NOTICE_LIMIT = 300
+PLAN_LIMIT = 1_900
+_PLAN_MARKS = {"completed": "✅", "in_progress": "🔄", "pending": "⬜"}
 
 
 def status_text(
@@ -107,7 +117,8 @@ def failure_notice(event: AgentErrorEvent) -> str:
         reason = " ".join(redact_text(event.message).split()) or "no reason given"
         if len(reason) > NOTICE_LIMIT:
             reason = reason[: NOTICE_LIMIT - 1] + "…"
-        what = f"the model could not answer: {reason}"
+        # an external agent's failure names the agent and what it did
+        what = reason if event.external else f"the model could not answer: {reason}"
     return f"⚠️ This turn failed: {what}. Your next message starts a new turn."
 
 
@@ -122,6 +133,17 @@ def interrupted_notice(event: TurnInterrupted, name: str) -> str:
         f"⚠️ The bot stopped unexpectedly while **{name}** was working; that turn was cut "
         "off here. Send a message to carry on."
     )
+
+
+def plan_text(entries: tuple[tuple[str, str], ...]) -> str:
+    """An external agent's plan on one line: each step marked done, under way or to do."""
+    done = sum(1 for _, status in entries if status == "completed")
+    steps = " · ".join(
+        f"{_PLAN_MARKS.get(status, '⬜')} {discord.utils.escape_markdown(' '.join(what.split()))}"
+        for what, status in entries
+    )
+    text = f"📋 **Plan** ({done}/{len(entries)} done): {steps}"
+    return text if len(text) <= PLAN_LIMIT else text[: PLAN_LIMIT - 1] + "…"
 
 
 def compaction_notice(event: Compacted) -> str:
@@ -167,6 +189,8 @@ class ThreadPresenter:
         self._interrupted = False
         self._lines: dict[str, tuple[ToolLine, TranscriptDoc, StreamingMessage]] = {}
         """This turn's tool lines by call id, with the message text and stream each is in."""
+        self._plan: StreamingMessage | None = None
+        """This turn's plan line (an external agent's), edited as the plan moves."""
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
@@ -195,7 +219,7 @@ class ThreadPresenter:
             call = event.call
             self._add_line(ToolLine(call.id, call.name, call.arguments))
         elif isinstance(event, ApprovalRequested):
-            self._set_line(event.call.id, "waiting")
+            self._set_line(event.call.id, "waiting", call=event.call)
             self._close_stream()  # the model's next words come below the buttons
             self._then(self._approvals.ask(self._record, self._persona.name, event))
         elif isinstance(event, ApprovalResolved):
@@ -207,6 +231,15 @@ class ThreadPresenter:
         elif isinstance(event, Compacted):
             self._close_stream()
             self._then(self._bot_notice(compaction_notice(event)))
+        elif isinstance(event, PlanShown):
+            self._show_plan(event)
+        elif isinstance(event, FileShown):
+            self._close_stream()  # the file comes where the agent is, in order
+            shown = (event.name, event.data)
+            self._then(self._delivery.bot_send(self._record, event.caption, file=shown))
+        elif isinstance(event, AgentNotice):
+            self._close_stream()
+            self._then(self._bot_notice(event.text))
         elif isinstance(event, ToolFinished):
             self._finish_line(event)
             if event.notice:
@@ -220,6 +253,7 @@ class ThreadPresenter:
             self._close_stream()  # the next words start a new message, in order
             if turn_over:  # "idle" only once the turn's last words have landed
                 self._lines.clear()
+                self._close_plan()
                 self._then(self._status_now())
         elif isinstance(event, TurnInterrupted):
             self._interrupted = True
@@ -231,6 +265,7 @@ class ThreadPresenter:
             self._end_lines("error")
             self._lines.clear()
             self._close_stream()
+            self._close_plan()
             self._then(self._notice(failure_notice(event)))
             self._then(self._status_now())  # a crash ends the turn without TurnEnded
 
@@ -242,6 +277,8 @@ class ThreadPresenter:
             await self._stream.flush()
         if self._status is not None:
             await self._status.flush()
+        if self._plan is not None:
+            await self._plan.flush()
 
     async def _status_now(self) -> None:
         self._show_status()
@@ -293,9 +330,17 @@ class ThreadPresenter:
         self._lines[line.call_id] = (line, doc, self._stream)
         self._show_document()
 
-    def _set_line(self, call_id: str, status: ToolStatus, result: str | None = None) -> bool:
+    def _set_line(
+        self,
+        call_id: str,
+        status: ToolStatus,
+        result: str | None = None,
+        *,
+        call: ToolCall | None = None,
+    ) -> bool:
         """Show the call's new status in its line, wherever the line is; False when the
-        call has no line (tool lines off, or it started before this presenter)."""
+        call has no line (tool lines off, or it started before this presenter).
+        ``call``: the call as it reads now (an external agent names it better as it goes)."""
         found = self._lines.get(call_id)
         if found is None or not self._show_tools:
             return False
@@ -303,6 +348,8 @@ class ThreadPresenter:
         if line.final:
             return True  # withdrawn before the loop reported the call denied: keep that
         line.status, line.result = status, result
+        if call is not None:
+            line.name, line.arguments = call.name, call.arguments
         if stream is self._stream:
             self._show_document()
         else:  # a closed message: edited in place, after what was scheduled before
@@ -315,7 +362,7 @@ class ThreadPresenter:
             return
         status: ToolStatus = "denied" if event.denied else "error" if event.is_error else "ok"
         result = None if event.denied else event.content
-        if not self._set_line(event.call.id, status, result):
+        if not self._set_line(event.call.id, status, result, call=event.call):
             call = event.call
             self._add_line(ToolLine(call.id, call.name, call.arguments, status, result))
 
@@ -324,6 +371,21 @@ class ThreadPresenter:
         for call_id, (line, _doc, _stream) in list(self._lines.items()):
             if not line.final:
                 self._set_line(call_id, status)
+
+    def _show_plan(self, event: PlanShown) -> None:
+        """The plan line: posted at the turn's first plan, edited as it moves."""
+        if self._plan is None:
+            self._plan = StreamingMessage(
+                BotSink(self._delivery, self._record),
+                clock=self._clock,
+                min_interval=self._interval,
+            )
+        self._plan.replace(plan_text(event.entries))
+
+    def _close_plan(self) -> None:
+        plan, self._plan = self._plan, None
+        if plan is not None:
+            self._then(plan.close())
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

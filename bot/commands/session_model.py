@@ -6,6 +6,9 @@ switches the session among the configured providers' models (``provider`` or
 ``provider:model``, autocompleted from the config), for the session's owner or
 an admin only. The switch is a ``model.changed`` event in the session's log, so
 it survives restarts; the next model call uses it and the status line shows it.
+A session bound to an external (ACP) agent has the agent's own model and
+context: ``/model`` and ``/compact`` say so instead of acting, ``/usage`` shows
+what the agent reported.
 """
 
 from __future__ import annotations
@@ -24,16 +27,25 @@ from core.providers.demo import LABEL as DEMO_LABEL
 from core.providers.demo import DemoProvider
 from core.sessions.snapshot import UsageTotals
 
-__all__ = ["SessionModelCommands", "compact_text", "model_text", "usage_text"]
+__all__ = [
+    "SessionModelCommands",
+    "compact_text",
+    "external_text",
+    "model_text",
+    "usage_text",
+]
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
 
 
-def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) -> str:
+def usage_text(
+    usage: UsageTotals, *, model: str | None, context_window: int, external: str | None = None
+) -> str:
     """Tokens in (cached) and out, cost, and how full the context was at the last call.
 
     Counts the bot estimated (the model server reported none) are marked ``≈``.
+    ``external``: the external agent the session is, which keeps its own context.
     """
     cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
     approx = "≈" if usage.estimated else ""
@@ -48,6 +60,17 @@ def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) ->
         f"Tokens: {approx}{usage.prompt_tokens:,} in{cached} · "
         f"{approx}{usage.completion_tokens:,} out{estimated}"
     )
+    if external is not None:
+        return "\n".join(
+            [
+                f"**Usage of this session** · external agent `{external}`",
+                tokens,
+                f"Cost: ${usage.cost_usd:.4f}"
+                if usage.cost_usd
+                else "Cost: unknown (the agent reported none)",
+                "Context: kept by the agent itself",
+            ]
+        )
     lines = [
         "**Usage of this session**" + (f" · model `{model}`" if model else ""),
         tokens,
@@ -56,6 +79,15 @@ def usage_text(usage: UsageTotals, *, model: str | None, context_window: int) ->
         "at the last model call",
     ]
     return "\n".join(lines)
+
+
+def external_text(agent: str, command: str) -> str:
+    """Why ``/model`` or ``/compact`` does nothing in an external agent's session."""
+    what = {
+        "model": "it chooses its own model: set it in that agent's own configuration",
+        "compact": "it keeps and compacts its own context",
+    }[command]
+    return f"This session is the external agent `{agent}` (over ACP); {what}."
 
 
 def model_text(agent: Agent, configured: list[tuple[str, str]]) -> str:
@@ -122,6 +154,7 @@ class SessionModelCommands:
             agent.tree.total_usage,
             model=agent.model,
             context_window=agent.model_info.context_window,
+            external=agent.settings.acp,
         )
         await interaction.response.send_message(text, ephemeral=True)
 
@@ -129,6 +162,11 @@ class SessionModelCommands:
     async def model(self, interaction: discord.Interaction, name: str | None = None) -> None:
         agent = await agent_for(self.account, interaction, changes=name is not None)
         if agent is None:
+            return
+        if agent.settings.acp is not None:
+            await interaction.response.send_message(
+                external_text(agent.settings.acp, "model"), ephemeral=True
+            )
             return
         factory = self.account.services.agent_factory
         if name is None:
@@ -176,6 +214,11 @@ class SessionModelCommands:
     ) -> None:
         agent = await agent_for(self.account, interaction, changes=True)
         if agent is None:
+            return
+        if agent.settings.acp is not None:
+            await interaction.response.send_message(
+                external_text(agent.settings.acp, "compact"), ephemeral=True
+            )
             return
         if agent.running:
             await interaction.response.send_message(

@@ -59,6 +59,8 @@ async def start_bot(
         agent_settings: dict[str, Any] | None = None,
         mcp_servers: dict[str, Any] | None = None,
         providers: dict[str, Any] | None = None,
+        acp_agents: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
     ) -> Bot:
         config = parse_config(
             {
@@ -72,13 +74,14 @@ async def start_bot(
                 "agent": {"subagent_timeout_seconds": subagent_timeout, **(agent_settings or {})},
                 "mcp_servers": mcp_servers or {},
                 "providers": providers or {},
+                "acp_agents": acp_agents or {},
             },
             config_path=tmp_path / "config.toml",
-            env={},
+            env=env or {},
         )
         clock = FakeClock()
         provider = ScriptedProvider(steps if callable(steps) else list(steps))
-        services = await build_services(config, clock=clock, env={}, provider=provider)
+        services = await build_services(config, clock=clock, env=env or {}, provider=provider)
         started.append(services)
         client = ThreadboundClient(
             "default", services, ManagerRegistry(), min_edit_interval=min_edit_interval
