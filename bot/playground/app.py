@@ -40,7 +40,7 @@ from bot.playground.view import World
 from bot.playground.web import PlaygroundWeb
 from bot.wiring import Services, build_services
 from core.agent.usage import ModelInfo
-from core.config import AgentProfile, Config, McpServerConfig
+from core.config import AcpAgentConfig, AgentProfile, Config, McpServerConfig
 from core.errors import ThreadboundError
 from core.logging import configure_logging, shutdown_logging
 from core.providers.demo import DemoProvider
@@ -83,10 +83,21 @@ DEMO_AGENTS = {
         handoff_to=["writer"],
     ),
     "writer": AgentProfile(display_name="Writer", tools=["sleep"], user_startable=False),
+    "coder": AgentProfile(display_name="Coder", acp="demo"),
 }
 """Agents for a file with no ``[agents]``: Scout starts, and hands off to Writer, so the
 brief button and the Accept / Reject buttons can be tried; Scout has the demo MCP
-server's tools (a tool line; "note" in the task asks for approval)."""
+server's tools (a tool line; "note" in the task asks for approval). Coder is an
+external agent over ACP (:mod:`bot.playground.demo_agent`): a plan, streamed words
+and a permission prompt with the agent's own options."""
+
+DEMO_ACP_AGENTS = {
+    "demo": AcpAgentConfig(
+        command=["python", str(Path(__file__).with_name("demo_agent.py"))],
+        workspace_dir="playground-workspaces",
+    )
+}
+"""The demo external agent, added for the demo agents (a file with no ``[agents]``)."""
 
 DEMO_MCP_SERVERS = {
     "demo": McpServerConfig(
@@ -127,8 +138,10 @@ def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Confi
     store = config.store.model_copy(update={"url": f"sqlite:///{config.playground.store_file}"})
     agents = config.agents or dict(DEMO_AGENTS)
     servers = config.mcp_servers
-    if not config.agents:  # the demo agents use the demo server
+    external = config.acp_agents
+    if not config.agents:  # the demo agents use the demo server and agent
         servers = {**DEMO_MCP_SERVERS, **servers}
+        external = {**DEMO_ACP_AGENTS, **external}
     return config.model_copy(
         update={
             "channels": channels,
@@ -136,6 +149,7 @@ def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Confi
             "store": store,
             "agents": agents,
             "mcp_servers": servers,
+            "acp_agents": external,
         }
     )
 
