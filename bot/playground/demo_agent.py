@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from acp import (
     PROTOCOL_VERSION,
@@ -49,7 +49,7 @@ OPTIONS = [
 ]
 
 
-class DemoAgent(Agent):
+class DemoAgent:
     """Each prompt: a three-step plan, an answer streamed in pieces, and a note written to
     ``notes.md`` in its workspace once a person allows it (always allowed after "Always")."""
 
@@ -148,4 +148,6 @@ class DemoAgent(Agent):
 
 
 if __name__ == "__main__":
-    asyncio.run(run_agent(DemoAgent()))
+    # The SDK routes each request to the method of that name, if the agent has one:
+    # the methods a demo does not need (authenticate, modes, ...) are left out.
+    asyncio.run(run_agent(cast(Agent, DemoAgent())))
