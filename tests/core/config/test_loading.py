@@ -68,7 +68,21 @@ class TestExampleFile:
         keys = ["enabled", "idleHours", "maxAgeHours", "spawnSubagentSessions", "token_env"]
         keys += ["url", "busy_timeout_ms", "touch_flush_seconds", "sweep_interval_seconds"]
         keys += ["level", "json_file", "console"]
+        keys += ["workspace_dir", "idle_stop_seconds", "start_timeout_seconds", "acp"]
         assert [key for key in keys if f"{key} =" not in text] == []
+
+    def test_the_readme_acp_example_loads_as_written(self, tmp_path: Path):
+        """The README's [acp_agents] example is a working config (its key read from the
+        bot's environment, never the file)."""
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        section = readme.split("### External agents (ACP)", 1)[1]
+        block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+        path = tmp_path / "config.toml"
+        path.write_text(block, encoding="utf-8")
+        config = load_config(path, env={"BOT_OPENAI_KEY": "k"})
+        assert config.agents["coder"].acp == "opencode"
+        assert config.acp_agents["opencode"].command == ["opencode", "acp"]
+        assert config.acp_workspace_root("opencode") == tmp_path / "acp-workspaces"
 
 
 class TestFileErrors:
