@@ -15,6 +15,7 @@ from typing import Any
 from adapters.discord.approvals import approval_view
 from bot.app import shut_down
 from bot.commands.permissions import NOT_OWNER
+from core.providers.scripted import Step
 from core.sessions.log import as_item
 from core.sessions.payloads import ApprovalOption, ApprovalRequestedPayload, TurnStartedPayload
 from fakediscord.models import Message
@@ -33,6 +34,7 @@ from tests.e2e.helpers import (
     status_line,
     text_messages,
 )
+from tests.e2e.test_handoffs import press_brief, scout_session
 from tests.fixtures.acp import acp_tables
 
 FAILED = "⚠️ This turn failed"
@@ -144,6 +146,18 @@ class TestAThreadBoundToAnExternalAgent:
         assert "chooses its own model" in content(model)
         compact = await run(bot, bot.world.alice, "compact", thread)
         assert "keeps and compacts its own context" in content(compact)
+
+    async def test_export_has_the_conversation_and_the_tool_calls(
+        self, start_bot: StartBot
+    ) -> None:
+        bot = await acp_bot(start_bot)
+        key, thread = await coder_thread(bot, "use a tool")
+        await settle(bot, key)
+        await run(bot, bot.world.alice, "export", thread)
+        (request,) = [r for r in bot.fake.requests_matching("POST", "/interactions/") if r.files]
+        (file,) = request.files
+        assert b"echo: use a tool" in file.data
+        assert b"<html" in file.data.lower()
 
     async def test_a_missing_program_refuses_the_spawn(self, start_bot: StartBot) -> None:
         bot = await acp_bot(start_bot, command=["threadbound-no-such-agent", "acp"])
@@ -361,3 +375,33 @@ async def test_a_request_a_killed_process_left_open_is_withdrawn_with_a_message(
     assert "The bot stopped unexpectedly while **Coder** was working" in "\n".join(
         m.content for m in text_messages(again.fake, thread)
     )
+
+
+async def test_a_handoff_can_hand_the_thread_to_an_external_agent(start_bot: StartBot) -> None:
+    """Scout (a model) briefs and hands off; Coder (over ACP) takes the brief in the thread."""
+    tables = acp_tables()
+    agents = {
+        "scout": {"display_name": "Scout", "handoff_to": ["coder"]},
+        "coder": {**tables["agents"]["coder"], "user_startable": False},
+    }
+    bot, record = await scout_session(
+        start_bot,
+        [Step(text="Lisbon looks best."), Step(text="## Lisbon trip\nThree days, trains only.")],
+        agents=agents,
+        acp_agents=tables["acp_agents"],
+    )
+    key, thread = record.target_session_key, int(record.conversation.conversation_id)
+    _, offer = await press_brief(bot, record, bot.world.alice)
+    (handoff,) = await bot.services.handoffs.list(key)
+    handle = await bot.fake.click_button(offer, f"tb:handoff:accept:{handoff.id}", bot.world.alice)
+    async with asyncio.timeout(TIMEOUT):
+        await handle.wait_response()
+    await said_in(bot, thread, "Handoff from Scout — brief: Lisbon trip")
+    await settle(bot, key)
+
+    last = persona_messages(bot.fake, thread)[-1]
+    assert last.username == "Coder"
+    assert last.content.startswith("echo: The conversation so far in this thread")
+    assert (await bot.services.runtime.get(key)).settings.acp == "scripted"
+    (done,) = await bot.services.handoffs.list(key)
+    assert done.status == "completed"
