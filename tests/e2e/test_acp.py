@@ -291,6 +291,11 @@ class TestRunningTurns:
         (notice,) = [m.content for m in text_messages(bot.fake, thread) if FAILED in m.content]
         assert "stopped in the middle of the turn (exit status 3)" in notice
         assert "the model could not answer" not in notice
+        await done(bot)
+        failed = [
+            m.content for m in bot.fake.messages_in(thread) if "❌ **Coder** failed" in m.content
+        ]
+        assert len(failed) == 1  # the completion: announced once, as failed
 
         await bot.fake.user_says(thread, bot.world.alice, "are you back")
         await said_in(bot, thread, "echo: are you back")
