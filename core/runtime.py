@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.agent.agent import Agent, resolved
+from core.agent.agent import Agent, resolved, withdrawal
 from core.agent.events import AgentEvent, TurnCancelled, TurnEnded, TurnInterrupted
 from core.agent.loop import resumable_turn
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
@@ -34,7 +34,7 @@ from core.errors import SessionError
 from core.leases import Leases
 from core.logging import get_logger
 from core.sessions.log import SessionLog, as_item
-from core.sessions.payloads import ApprovalDecidedPayload, TurnInterruptedPayload
+from core.sessions.payloads import TurnInterruptedPayload
 from core.sessions.tree import PendingApproval, SessionTree
 from core.stream import Publish, ignore
 
@@ -203,18 +203,7 @@ class SessionRuntime:
         if turn_id is None or resumable_turn(tree) is not None:
             return None
         # A request only its dead process could answer (an external agent's) ends too.
-        items = [
-            as_item(
-                ApprovalDecidedPayload(
-                    turn_id=p.turn_id,
-                    tool_call_id=p.tool_call_id,
-                    name=p.name,
-                    decision="withdrawn",
-                    reason="restart",
-                )
-            )
-            for p in tree.pending_approvals
-        ]
+        items = [as_item(withdrawal(p, "restart")) for p in tree.pending_approvals]
         items += [
             as_item(payload) for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
         ]

@@ -74,6 +74,7 @@ __all__ = [
     "NotRecorded",
     "Submission",
     "resolved",
+    "withdrawal",
 ]
 
 _log = get_logger("core.agent")
@@ -397,18 +398,7 @@ class Agent:
             if task is None and turn_id is None and not dropped:
                 return []
             withdrawn = self.tree.pending_approvals
-            items: list[AppendItem] = [
-                as_item(
-                    ApprovalDecidedPayload(
-                        turn_id=p.turn_id,
-                        tool_call_id=p.tool_call_id,
-                        name=p.name,
-                        decision="withdrawn",
-                        reason="cancel",
-                    )
-                )
-                for p in withdrawn
-            ]
+            items: list[AppendItem] = [as_item(withdrawal(p, "cancel")) for p in withdrawn]
             items += [
                 as_item(payload)
                 for payload in unanswered_results(self.tree, CANCELLED_RESULT, turn_id)
@@ -687,6 +677,17 @@ class Agent:
                 listener(event)
             except Exception:
                 _log.warning("agent.listener_failed", session_key=self.session_key, exc_info=True)
+
+
+def withdrawal(pending: PendingApproval, reason: str) -> ApprovalDecidedPayload:
+    """The decision that ends ``pending`` without a person (``reason``: cancel, restart)."""
+    return ApprovalDecidedPayload(
+        turn_id=pending.turn_id,
+        tool_call_id=pending.tool_call_id,
+        name=pending.name,
+        decision="withdrawn",
+        reason=reason,
+    )
 
 
 def resolved(

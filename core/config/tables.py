@@ -456,6 +456,18 @@ def mcp_reference(name: str) -> tuple[str, str | None] | None:
     return server, tool or None
 
 
+def refuse_literal_env(data: object, who: str) -> object:
+    """``env = {...}`` would put values (secrets) in the file: point to env_from instead.
+    ``who``: whose variables they are (the MCP server's, the external agent's)."""
+    if isinstance(data, Mapping) and "env" in data:
+        raise invalid_value(
+            f'env_from = {{ NAME = "BOT_VARIABLE" }}: the {who}\'s variable NAME gets the '
+            "value of the bot's environment variable BOT_VARIABLE",
+            "env = {...} would keep values (secrets) in the config file (values not shown)",
+        )
+    return data
+
+
 def check_http_url(value: str, *, example: str, where_secrets_go: str) -> None:
     """An http(s) URL with a host and nothing that could carry a secret (credentials,
     query, fragment); the error never shows the URL."""
@@ -589,13 +601,7 @@ class AcpAgentConfig(TomlTable):
     @model_validator(mode="before")
     @classmethod
     def _no_literal_env(cls, data: object) -> object:
-        if isinstance(data, Mapping) and "env" in data:
-            raise invalid_value(
-                'env_from = { NAME = "BOT_VARIABLE" }: the agent\'s variable NAME gets the '
-                "value of the bot's environment variable BOT_VARIABLE",
-                "env = {...} would keep values (secrets) in the config file (values not shown)",
-            )
-        return data
+        return refuse_literal_env(data, "agent")
 
     @field_validator("env_from")
     @classmethod
@@ -633,14 +639,7 @@ class McpServerConfig(TomlTable):
     @model_validator(mode="before")
     @classmethod
     def _no_literal_env(cls, data: object) -> object:
-        """``env = {...}`` would put values (secrets) in the file: point to env_from instead."""
-        if isinstance(data, Mapping) and "env" in data:
-            raise invalid_value(
-                'env_from = { NAME = "BOT_VARIABLE" }: the server\'s variable NAME gets the '
-                "value of the bot's environment variable BOT_VARIABLE",
-                "env = {...} would keep values (secrets) in the config file (values not shown)",
-            )
-        return data
+        return refuse_literal_env(data, "server")
 
     @field_validator("command")
     @classmethod
