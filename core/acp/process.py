@@ -132,7 +132,14 @@ class AgentProcess:
         return self.process.returncode is None
 
     async def stop(self) -> None:
-        """Stop the agent and everything in its process group: TERM, then KILL."""
+        """Stop the agent and everything in its process group: TERM, then KILL.
+
+        Its stdin is closed first, so the pipe's transport is closed here and not
+        left to the garbage collector (which may find the event loop closed)."""
+        stdin = self.process.stdin
+        if stdin is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                stdin.close()
         try:
             if self.alive:
                 _signal_group(self.process.pid, signal.SIGTERM)

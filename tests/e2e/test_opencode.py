@@ -16,13 +16,14 @@ import asyncio
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fakediscord.models import Message
-from tests.e2e.conftest import StartBot
+from tests.e2e.conftest import Bot, StartBot
 from tests.e2e.helpers import ANNOUNCED, done, persona_messages, spawn, text_messages
 from tests.fixtures.fake_llm import FakeLLM, Reply, chunk, text_reply, tool_delta
 
@@ -89,6 +90,24 @@ def buttons(message: Message) -> list[dict[str, Any]]:
     return [item for row in message.components for item in row.get("components") or ()]
 
 
+async def shown(bot: Bot, thread: int, wanted: Callable[[Message], bool]) -> Message:
+    """The first message in ``thread`` that is ``wanted``, waiting as long as OpenCode may
+    take (the fake Discord's own waits are shorter); on a timeout, what the thread and
+    OpenCode's stderr said."""
+
+    def probe() -> Message | None:
+        return next((m for m in bot.fake.messages_in(thread) if wanted(m)), None)
+
+    try:
+        async with asyncio.timeout(OPENCODE_WAIT):
+            return await bot.fake.state.changed.wait_for(probe)
+    except TimeoutError:
+        said = "\n".join(m.content for m in bot.fake.messages_in(thread))
+        logs = bot.services.config.acp_workspace_root("opencode") / ".logs"
+        stderr = "\n".join(p.read_text(errors="replace")[-3000:] for p in logs.glob("*.log"))
+        raise AssertionError(f"thread:\n{said}\n\nOpenCode's stderr:\n{stderr}") from None
+
+
 async def test_opencode_asks_runs_bash_after_allow_and_completes(
     start_bot: StartBot, tmp_path: Path
 ) -> None:
@@ -122,10 +141,7 @@ async def test_opencode_asks_runs_bash_after_allow_and_completes(
         await spawn(bot, "say hello with bash", mode="run", agent="coder")
         thread = int(bot.binding().conversation.conversation_id)
 
-        async with asyncio.timeout(OPENCODE_WAIT):
-            asking = await bot.fake.wait_for_message(
-                thread, lambda m: any(b.get("label") for b in buttons(m))
-            )
+        asking = await shown(bot, thread, lambda m: any(b.get("label") for b in buttons(m)))
         labels = [b["label"] for b in buttons(asking)]
         assert "Allow once" in labels, labels
         assert "echo hello-from-bash" in asking.content
@@ -133,7 +149,7 @@ async def test_opencode_asks_runs_bash_after_allow_and_completes(
         handle = await bot.fake.click_button(asking, allow, bot.world.alice)
         async with asyncio.timeout(OPENCODE_WAIT):
             await handle.wait_response()
-            await bot.fake.wait_for_message(thread, lambda m: ANNOUNCED in m.content)
+        await shown(bot, thread, lambda m: ANNOUNCED in m.content)
         await done(bot)
 
         spoken = "\n".join(m.content for m in persona_messages(bot.fake, thread))
@@ -143,9 +159,9 @@ async def test_opencode_asks_runs_bash_after_allow_and_completes(
         assert ANSWER in spoken
         said = [m.content for m in text_messages(bot.fake, thread)]
         assert [c for c in said if ANNOUNCED in c] == ["✅ **Coder** completed its task."]
-        shown = bot.fake.message(asking.id)
-        assert buttons(shown) == []
-        assert "“Allow once”, chosen by alice" in shown.content
+        answered = bot.fake.message(asking.id)
+        assert buttons(answered) == []
+        assert "“Allow once”, chosen by alice" in answered.content
         tool_results = [
             m
             for r in llm.requests
