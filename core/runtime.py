@@ -172,8 +172,7 @@ class SessionRuntime:
         """The agent, the id of a turn a dead process left cut off (now closed), and the
         approval requests that turn left open (now withdrawn)."""
         tree = await self._log.load(session_key)
-        withdrawn = tree.pending_approvals if resumable_turn(tree) is None else ()
-        interrupted = await self._close_interrupted_turn(tree)
+        interrupted, withdrawn = await self._close_interrupted_turn(tree)
         agent = self._factory(tree, self._log, self._crashed)
         agent.subscribe(self._on_event)
         return agent, interrupted, withdrawn
@@ -198,19 +197,24 @@ class SessionRuntime:
             resumed += 1
         return resumed
 
-    async def _close_interrupted_turn(self, tree: SessionTree) -> str | None:
+    async def _close_interrupted_turn(
+        self, tree: SessionTree
+    ) -> tuple[str | None, tuple[PendingApproval, ...]]:
+        """Close the turn a dead process left running, unless it waits for an approval it
+        can take up: its id, and the requests withdrawn with it."""
         turn_id = tree.running_turn_id
         if turn_id is None or resumable_turn(tree) is not None:
-            return None
+            return None, ()
         # A request only its dead process could answer (an external agent's) ends too.
-        items = [as_item(withdrawal(p, "restart")) for p in tree.pending_approvals]
+        withdrawn = tree.pending_approvals
+        items = [as_item(withdrawal(p, "restart")) for p in withdrawn]
         items += [
             as_item(payload) for payload in unanswered_results(tree, INTERRUPTED_RESULT, turn_id)
         ]
         items.append(as_item(TurnInterruptedPayload(turn_id=turn_id)))
         await self._log.append_many(tree, items)
         _log.warning("session.turn_interrupted", session_key=tree.session_key, turn_id=turn_id)
-        return turn_id
+        return turn_id, withdrawn
 
     # -- supervision -----------------------------------------------------------
 

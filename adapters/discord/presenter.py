@@ -258,6 +258,7 @@ class ThreadPresenter:
         elif isinstance(event, TurnInterrupted):
             self._interrupted = True
             self._close_stream()
+            self._close_plan()  # the next turn's plan is a line of its own
             self._then(self._bot_notice(interrupted_notice(event, self._persona.name)))
             self._then(self._status_now())
         elif isinstance(event, AgentErrorEvent):
