@@ -16,12 +16,13 @@ documented one by one in ``docs/log-events.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal, Protocol
 
-from core.logging import REDACTED, get_logger, is_secret_key
+from core.logging import REDACTED, get_logger, is_secret_key, write_event
 
 __all__ = [
     "EVENT_FIELDS",
@@ -88,11 +89,8 @@ class Event:
         return self.level
 
     def log_fields(self) -> dict[str, Any]:
-        """The fields as written: every field, ``guild`` only when set."""
-        data = {name: getattr(self, name) for name in _field_names(type(self))}
-        if data["guild"] is None:
-            del data["guild"]
-        return data
+        """The fields as written, in a new dict: every field, ``guild`` only when set."""
+        return _fields_writer(type(self))(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,20 +281,46 @@ _LOG: Final = get_logger("threadbound.events")
 
 
 def emit(event: Event, logger: EventLogger | None = None) -> None:
-    """Write ``event`` at its level, through ``logger`` (default: ``threadbound.events``)."""
-    log = logger or _LOG
-    getattr(log, event.severity())(event.name, **event.log_fields())
+    """Write ``event`` at its level, through ``logger`` (default: ``threadbound.events``).
+
+    Callers on a hot path (the router) build the event only when
+    :func:`core.logging.is_enabled` says its level is on; the fields dict the
+    event builds is handed to the processors as it is (:func:`core.logging.write_event`).
+    """
+    write_event(logger or _LOG, event.severity(), event.name, event.log_fields())
 
 
-_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
+_FieldsWriter = Callable[[Event], dict[str, Any]]
+_FIELDS_WRITERS: dict[type[Event], _FieldsWriter] = {}
 
 
-def _field_names(event_type: type[Event]) -> tuple[str, ...]:
-    """Per class, once: the router logs on its hot path."""
-    names = _FIELD_NAMES.get(event_type)
-    if names is None:
-        names = _FIELD_NAMES[event_type] = tuple(f.name for f in fields(event_type))
-    return names
+def _fields_writer(event_type: type[Event]) -> _FieldsWriter:
+    """Per class, once: the function that reads an event's fields into a new dict.
+
+    The router logs on its hot path, and a dict display naming each attribute
+    (``{"mode": self.mode, ...}``) builds in a third of the time a loop of
+    ``getattr`` calls takes. The source is generated from the class's own field
+    names, as :mod:`dataclasses` generates ``__init__``; optional fields come
+    last, each only when set.
+    """
+    writer = _FIELDS_WRITERS.get(event_type)
+    if writer is None:
+        names = [f.name for f in fields(event_type)]
+        always = ", ".join(
+            f"{name!r}: self.{name}" for name in names if name not in OPTIONAL_FIELDS
+        )
+        lines = ["def log_fields(self):", f"    data = {{{always}}}"]
+        for name in names:
+            if name in OPTIONAL_FIELDS:
+                lines += [
+                    f"    if self.{name} is not None:",
+                    f"        data[{name!r}] = self.{name}",
+                ]
+        lines.append("    return data")
+        namespace: dict[str, Any] = {}
+        exec("\n".join(lines), namespace)  # noqa: S102 - field names of our own classes only
+        writer = _FIELDS_WRITERS[event_type] = namespace["log_fields"]
+    return writer
 
 
 def _iso(value: datetime | str | None) -> str | None:

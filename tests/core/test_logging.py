@@ -21,6 +21,7 @@ from core.logging import (
     register_secret,
     reset_logging,
     shutdown_logging,
+    write_event,
 )
 
 BOT_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4OTA.GaBcDe.abcdefghijklmnopqrstuvwxyz0123456"
@@ -147,6 +148,68 @@ class TestConfigureLogging:
         with capture_logs() as logs:
             proxy.info("after")
         assert logs == [{"event": "after", "log_level": "info"}]
+
+
+class TestWriteEvent:
+    """write_event writes the line the logger's own method would, from the dict it is given."""
+
+    FIELDS = {"mode": "bound", "reason": "requester-match", "token": "field-token-value-77"}
+
+    def test_same_line_as_the_logger_method(self, tmp_path: Path) -> None:
+        """Envelope, bound and context fields, redaction: one line each way, equal but the time."""
+        path = tmp_path / "bot.jsonl"
+        configure_logging(json_path=path, console=False)
+        log = get_logger("core.routing").bind(actor_task="route", mode="overridden")
+        with bind_context(session_key="s-1", account="acct"):
+            log.info("routing.resolved", **self.FIELDS)
+            write_event(log, "info", "routing.resolved", dict(self.FIELDS))
+        shutdown_logging()
+
+        method, direct = read_json(path)
+        del method["timestamp"], direct["timestamp"]
+        assert direct == method
+        assert (direct["mode"], direct["actor_task"], direct["session_key"]) == (
+            "bound",
+            "route",
+            "s-1",
+        )
+        assert direct["token"] == REDACTED
+
+    def test_level_off_writes_nothing(self, tmp_path: Path) -> None:
+        """A level below the configured one is dropped, as the logger's method drops it."""
+        path = tmp_path / "bot.jsonl"
+        configure_logging(level="warning", json_path=path, console=False)
+        log = get_logger("t")
+        write_event(log, "info", "hidden", {"n": 1})
+        write_event(log, "warning", "shown", {"n": 2})
+        shutdown_logging()
+
+        assert [(e["event"], e["level"]) for e in read_json(path)] == [("shown", "warning")]
+
+    def test_capture_logs_sees_it(self) -> None:
+        """Tests that capture logs see events written this way, uncached proxies included."""
+        with capture_logs() as logs:
+            write_event(get_logger("t"), "error", "delivery.failed", {"code": 50083})
+        assert logs == [{"code": 50083, "event": "delivery.failed", "log_level": "error"}]
+
+    def test_unconfigured_structlog_renders_to_its_default_logger(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """structlog's defaults (a console string to a print logger) work too."""
+        structlog.reset_defaults()
+        write_event(structlog.get_logger("t"), "info", "plain.default", {"n": 3})
+        assert "plain.default" in capsys.readouterr().out
+
+    def test_other_loggers_are_called(self) -> None:
+        """An object that is not a structlog logger gets its level method called."""
+        calls: list[tuple[str, dict[str, object]]] = []
+
+        class Recorder:
+            def warning(self, event: str, **kw: object) -> None:
+                calls.append((event, kw))
+
+        write_event(Recorder(), "warning", "delivery.fallback", {"reason": "x"})
+        assert calls == [("delivery.fallback", {"reason": "x"})]
 
 
 class TestRedactionEndToEnd:
