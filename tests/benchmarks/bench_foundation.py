@@ -5,7 +5,7 @@ baseline measured in the same run, because absolute times drift on shared
 machines; the issue's targets are printed with them. Nothing here asserts.
 
 1. ``resolve_destination`` median, 100,000 active bindings over 1,000 parent
-   channels: with its log line written to a JSON file (target: at most 2x one
+   channels: with its log line written to a JSON file (target: at most 1.25x one
    such structlog line alone) and with logging off (target < 5 us; baseline: a
    bare dict lookup timed the same way).
 2. Durable ``bind`` throughput on SQLite, committed one by one (target >= 1,000/s),
@@ -60,21 +60,26 @@ def median_ns(fn: Callable[[], object], runs: int) -> float:
 
 
 def paired_medians(
-    subject: Callable[[], object], baseline: Callable[[], object], runs: int, rounds: int = 5
+    subject: Callable[[], object], baseline: Callable[[], object], runs: int
 ) -> tuple[float, float]:
-    """Medians of subject and baseline, measured in alternating rounds.
+    """Medians of subject and baseline, timed call by call in alternation.
 
-    Alternating makes a slow patch of the shared machine hit both sides, so
-    their ratio stays meaningful even when absolute times drift.
+    Each subject call is timed right after a baseline call, so a slow patch of
+    the shared machine hits both sides alike and their ratio stays meaningful
+    even when absolute times drift.
     """
-    per_round = runs // rounds
-    for _ in range(per_round):  # warm-up: the first pass pays for cold caches and TLB
+    clock = time.perf_counter_ns
+    for _ in range(runs // 5):  # warm-up: the first pass pays for cold caches and TLB
         subject()
         baseline()
     subjects, baselines = [], []
-    for _ in range(rounds):
-        baselines.append(median_ns(baseline, per_round))
-        subjects.append(median_ns(subject, per_round))
+    for _ in range(runs):
+        start = clock()
+        baseline()
+        middle = clock()
+        subject()
+        subjects.append(clock() - middle)
+        baselines.append(middle - start)
     return statistics.median(subjects), statistics.median(baselines)
 
 
@@ -193,8 +198,8 @@ async def bench_rebuild_and_router(workdir: Path) -> None:
     ratio = logged / line
     print(
         f"    with JSON log line: {logged / 1000:.2f} us   one structlog line alone: "
-        f"{line / 1000:.2f} us   ratio {ratio:.2f}x   target <= 2x   "
-        f"{'MET' if ratio <= 2 else 'MISSED'}"
+        f"{line / 1000:.2f} us   ratio {ratio:.2f}x   target <= 1.25x   "
+        f"{'MET' if ratio <= 1.25 else 'MISSED'}"
     )
     await db.close()
 
