@@ -6,7 +6,9 @@ virtual environment in ``.venv`` and then runs inside it:
 
     python3 tb.py run [ARGS...]     the bot: ``python -m bot ARGS``
     python3 tb.py test [ARGS...]    ruff, the import contracts, mypy, then pytest ARGS
-    python3 tb.py bench [NAME...]   the benchmark scripts in tests/benchmarks/
+    python3 tb.py bench [NAME...]   the benchmark scripts in tests/benchmarks/: all,
+                                    or each NAME (``agent``, ``bench_agent`` or
+                                    ``bench_agent.py`` is bench_agent.py alone)
 
 The stamp file records a hash of ``pyproject.toml`` and the extras installed,
 so a second run costs nothing but the hash.
@@ -75,12 +77,46 @@ def cmd_test(args: list[str]) -> int:
     return _run([str(PY), "-m", "pytest", *args])
 
 
+BENCH_DIR = ROOT / "tests" / "benchmarks"
+
+
+def bench_name(script: Path) -> str:
+    """``bench_agent.py`` -> ``agent``: the name ``tb.py bench`` knows it by."""
+    return script.stem.removeprefix("bench_")
+
+
+def select_benchmarks(names: list[str], scripts: list[Path]) -> list[Path]:
+    """The scripts ``names`` select, in the order given; no names: all of them.
+
+    A name selects exactly one script, by equality (``agent``, ``bench_agent`` or
+    ``bench_agent.py``), never as a substring: ``agent`` must not also run
+    ``bench_subagents``.
+
+    Raises:
+        ValueError: a name is no benchmark's; the message lists the available names.
+    """
+    if not names:
+        return list(scripts)
+    by_name = {bench_name(script): script for script in scripts}
+    selected: list[Path] = []
+    for name in names:
+        script = by_name.get(bench_name(Path(name.removesuffix(".py") + ".py")))
+        if script is None:
+            raise ValueError(
+                f"no benchmark named {name!r}; available: {', '.join(sorted(by_name))}"
+            )
+        if script not in selected:
+            selected.append(script)
+    return selected
+
+
 def cmd_bench(args: list[str]) -> int:
+    try:
+        scripts = select_benchmarks(args, sorted(BENCH_DIR.glob("bench_*.py")))
+    except ValueError as exc:
+        print(f"tb: {exc}", file=sys.stderr)
+        return 2
     ensure_venv(dev=True)
-    bench_dir = ROOT / "tests" / "benchmarks"
-    scripts = sorted(bench_dir.glob("bench_*.py"))
-    if args:
-        scripts = [s for s in scripts if any(name in s.stem for name in args)]
     code = 0
     for script in scripts:
         print(f"== {script.relative_to(ROOT)}", flush=True)
