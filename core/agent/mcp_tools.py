@@ -16,12 +16,15 @@ gets that error instead of the tool silently vanishing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.agent.tools import Tool, ToolContext, ToolFailed
 from core.config import McpServerConfig, mcp_reference
 from core.logging import get_logger
-from core.mcp import McpConnection, McpServers, McpTool, McpUnavailable
+from core.mcp import McpServers, McpTool, McpUnavailable
+
+if TYPE_CHECKING:  # the connection module imports the mcp SDK; a connection arrives built
+    from core.mcp.connection import McpConnection
 
 __all__ = ["McpToolSource", "mcp_sources", "mcp_tool", "referenced_tools", "requires_approval"]
 

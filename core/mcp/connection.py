@@ -57,9 +57,9 @@ from pydantic import ValidationError
 
 from core.clock import Clock
 from core.config import McpServerConfig
-from core.errors import ThreadboundError
 from core.logging import get_logger
 from core.mcp.naming import model_tool_name
+from core.mcp.records import McpResult, McpTool, McpUnavailable
 
 __all__ = ["McpConnection", "McpResult", "McpTool", "McpUnavailable", "result_text"]
 
@@ -72,40 +72,6 @@ NOTICE_DETAIL: Final = 160
 """Longest detail (a server's error text) quoted in a notice."""
 LIST_PAGE_CAP: Final = 100
 """Pages of ``tools/list`` followed at most: a paginator that never ends cannot hang a start."""
-
-
-class McpUnavailable(ThreadboundError):
-    """A server could not be used: not startable, gone, too slow, or answering an error.
-
-    Args:
-        server: the server's configured name.
-        message: the full sentence for logs and the model.
-        notice: one short line for the thread, starting with 🔌.
-    """
-
-    def __init__(self, server: str, message: str, notice: str) -> None:
-        super().__init__(message)
-        self.server = server
-        self.notice = notice
-
-
-@dataclass(frozen=True, slots=True)
-class McpTool:
-    """One tool a server offers, as listed; ``model_name`` is what the model calls."""
-
-    server: str
-    name: str
-    model_name: str
-    description: str
-    input_schema: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class McpResult:
-    """A tool's answer as the model reads it; ``is_error`` when the tool said it failed."""
-
-    text: str
-    is_error: bool
 
 
 @dataclass(slots=True)

@@ -2,6 +2,8 @@
 
 A connection is made on first use only (:class:`~core.mcp.connection.McpConnection`);
 the registry hands out the one connection per server that all sessions share.
+The connection module, and with it the ``mcp`` SDK, is imported then too: a bot
+with no server configured never loads it (:mod:`core.mcp.records`).
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.clock import Clock
 from core.config import McpServerConfig
 from core.errors import ConfigError, ThreadboundError
 from core.logging import get_logger
-from core.mcp.connection import McpConnection, McpTool, McpUnavailable
+from core.mcp.records import McpTool, McpUnavailable
+
+if TYPE_CHECKING:
+    from core.mcp.connection import McpConnection
 
 __all__ = ["McpServers"]
 
@@ -65,6 +71,8 @@ class McpServers:
                     f"no MCP server named {name!r} is configured (configured: {known}); "
                     f"add an [mcp_servers.{name}] table or fix the name."
                 )
+            from core.mcp.connection import McpConnection  # the SDK: only for a server in use
+
             connection = McpConnection(
                 name, config, env=self._env, clock=self._clock, cwd=self._cwd
             )

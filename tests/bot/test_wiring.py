@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -186,3 +189,67 @@ async def test_relative_paths_in_the_config_file_resolve_next_to_it(
         assert config.attachments_path() == etc / "files"
     finally:
         await services.close()
+
+
+SDK_MODULES_AFTER_A_TURN = """
+import asyncio, json, sys
+from pathlib import Path
+
+from bot.wiring import build_services
+from core.config import load_config
+from core.providers.scripted import ScriptedProvider, Step
+
+
+async def main(config_path: str) -> None:
+    config = load_config(Path(config_path), env={})
+    services = await build_services(config, env={}, provider=ScriptedProvider([Step("hi")]))
+    try:
+        agent = await services.runtime.get("agent:1")
+        await agent.send("hello")
+        await agent.wait_idle()
+    finally:
+        await services.close()
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+    print(json.dumps(loaded))
+
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def sdk_modules_after_a_turn(config_path: Path) -> list[str]:
+    """The ``mcp`` SDK modules a fresh bot process holds after start-up and one turn.
+
+    A subprocess, so what this test process imported (the MCP tests' own) does not count.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", SDK_MODULES_AFTER_A_TURN, str(config_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return loaded
+
+
+def test_without_mcp_servers_the_sdk_is_never_imported(tmp_path: Path) -> None:
+    """No [mcp_servers] table: the mcp SDK, tens of MiB of imports, stays out (issue 26)."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "bot.db"}"\n')
+    assert sdk_modules_after_a_turn(config) == []
+
+
+def test_a_server_in_use_imports_the_sdk(tmp_path: Path) -> None:
+    """The same check sees the SDK once a configured server's tools are offered."""
+    shutil.copy(TOOLBOX, tmp_path / "toolbox.py")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[store]\nurl = "sqlite:///{tmp_path / "bot.db"}"\n'
+        '[mcp_servers.local]\ncommand = ["python", "toolbox.py"]\n'
+        '[agent]\ntools = ["mcp:local"]\n'
+    )
+    loaded = sdk_modules_after_a_turn(config)
+    assert "mcp" in loaded
+    assert "mcp_types" in loaded
