@@ -7,6 +7,10 @@ directory under ``[acp_agents.<name>] workspace_dir``. A process idle for
 ``idle_stop_seconds`` is stopped (the next message starts it again, loading the
 session when the agent can); unbinding the thread stops it, and so does the
 bot's stop.
+
+The connection and turn modules, and with them the ACP SDK, are imported with the
+first external agent's session: a bot with no ``[acp_agents]`` pays neither their
+import time nor their memory.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ import asyncio
 import shutil
 import sys
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.acp.connection import AcpConnection
 from core.acp.process import PYTHON_ALIASES, LaunchPlan, launch_plan
-from core.acp.turns import AcpTurns
 from core.agent.messages import ImageLoader
 from core.bindings.records import BindingEnded
 from core.clock import Clock, SystemClock
 from core.config import AgentProfile, Config
 from core.logging import get_logger
+
+if TYPE_CHECKING:
+    from core.acp.connection import AcpConnection
+    from core.acp.turns import AcpTurns
 
 __all__ = ["AcpConnections", "missing_command"]
 
@@ -63,6 +69,8 @@ class AcpConnections:
 
     def turns_for(self, profile: AgentProfile, session_key: str) -> AcpTurns:
         """The turn runner of a session whose profile names an external agent."""
+        from core.acp.turns import AcpTurns  # the SDK: only for an agent in use
+
         assert profile.acp is not None
         connection = self.connection(session_key, profile.acp)
         return AcpTurns(
@@ -84,6 +92,8 @@ class AcpConnections:
         def plan() -> LaunchPlan:
             root = self._config.acp_workspace_root(agent)
             return launch_plan(agent, config, root, session_key, self._env)
+
+        from core.acp.connection import AcpConnection  # the SDK: only for an agent in use
 
         connection = AcpConnection(
             agent, plan, start_timeout_seconds=config.start_timeout_seconds, clock=self._clock

@@ -195,6 +195,7 @@ SDK_MODULES_AFTER_A_TURN = """
 import asyncio, json, sys
 from pathlib import Path
 
+import bot.client  # what `python -m bot` imports besides the wiring
 from bot.wiring import build_services
 from core.config import load_config
 from core.providers.scripted import ScriptedProvider, Step
@@ -209,7 +210,8 @@ async def main(config_path: str) -> None:
         await agent.wait_idle()
     finally:
         await services.close()
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+    sdks = ("mcp", "mcp_types", "acp")
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in sdks)
     print(json.dumps(loaded))
 
 
@@ -218,7 +220,7 @@ asyncio.run(main(sys.argv[1]))
 
 
 def sdk_modules_after_a_turn(config_path: Path) -> list[str]:
-    """The ``mcp`` SDK modules a fresh bot process holds after start-up and one turn.
+    """The ``mcp`` and ACP SDK modules a fresh bot process holds after start-up and one turn.
 
     A subprocess, so what this test process imported (the MCP tests' own) does not count.
     """
@@ -234,8 +236,9 @@ def sdk_modules_after_a_turn(config_path: Path) -> list[str]:
     return loaded
 
 
-def test_without_mcp_servers_the_sdk_is_never_imported(tmp_path: Path) -> None:
-    """No [mcp_servers] table: the mcp SDK, tens of MiB of imports, stays out (issue 26)."""
+def test_without_mcp_servers_or_acp_agents_no_sdk_is_imported(tmp_path: Path) -> None:
+    """No [mcp_servers] or [acp_agents] table: the mcp SDK (tens of MiB of imports) and
+    the ACP SDK (about 8 MiB) stay out (issue 26)."""
     config = tmp_path / "config.toml"
     config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "bot.db"}"\n')
     assert sdk_modules_after_a_turn(config) == []
