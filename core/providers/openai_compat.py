@@ -288,7 +288,11 @@ class OpenAICompatibleProvider:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            # No cap on connections: every live agent of the bot streams through this one
+            # session, and aiohttp's default of 100 would queue the 101st agent's turn,
+            # silently, until another's answer ended. The server says when it is too many
+            # (429, retried with its Retry-After).
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         return self._session
 
     def _body(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -20,7 +21,7 @@ from core.providers import (
 )
 from core.providers.types import ImagePart
 from tests.fixtures.fake_llm import FakeLLM, Reply, chunk, text_reply, tool_delta
-from tests.fixtures.providers import MakeProvider, collect, texts, tool_calls
+from tests.fixtures.providers import HELLO, WAIT, MakeProvider, collect, texts, tool_calls
 
 KEY = "sk-test-0123456789abcdef"
 
@@ -311,3 +312,31 @@ class TestRequest:
             OpenAICompatibleProvider(
                 base_url="http://x/v1", model="m", extra_body={"stream": False, "messages": []}
             )
+
+
+class TestConcurrency:
+    async def test_more_than_a_hundred_streams_run_at_once(
+        self, llm: FakeLLM, make_provider: MakeProvider
+    ) -> None:
+        """One provider serves every live agent of the bot: the 101st stream is not queued
+        behind the first hundred (aiohttp's default pool holds 100 connections)."""
+        streams = 120
+        llm.add(
+            *(Reply(chunks=[chunk({"content": "working"})], hold_after=1) for _ in range(streams))
+        )
+        provider = make_provider()
+        started = [asyncio.Event() for _ in range(streams)]
+
+        async def stream(first: asyncio.Event) -> None:
+            async for _ in provider.stream(HELLO):
+                first.set()
+
+        tasks = [asyncio.create_task(stream(first)) for first in started]
+        try:
+            async with asyncio.timeout(WAIT):
+                await asyncio.gather(*(first.wait() for first in started))
+            assert len(llm.requests) == streams
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
