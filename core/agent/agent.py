@@ -231,6 +231,11 @@ class Agent:
         """The provider messages of the active path, converting only events new since last time."""
         return self._deriver.derive(self.tree, system_prompt=self.system_prompt)
 
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """The estimated tokens of ``messages`` (tools aside); cheap for the list
+        :meth:`derive_messages` returned last, whatever the history's length."""
+        return self._deriver.estimate(messages)
+
     async def wait_idle(self) -> None:
         """Return once no turn runs and no follow-up is waiting to start one."""
         await self._idle.wait()
