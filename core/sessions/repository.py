@@ -125,7 +125,10 @@ def _upserts(insert: Any) -> tuple[Any, Any]:
 _UPSERTS = {"sqlite": _upserts(sqlite.insert), "postgresql": _upserts(postgresql.insert)}
 
 LoadedSession = tuple[str, tuple[str, str | None, int] | None, dict[str, str | None]]
-"""``(events as a JSON array, (active branch, head, last seq) or None, branch -> head)``."""
+"""``(events as a JSON array, (active branch, head, last seq) or None, branch -> head)``.
+
+The active branch's head is the head row's: appends leave its ``session_branches``
+row behind (see :func:`core.sessions._writes.prepare_write`)."""
 
 
 def write_events(
@@ -163,6 +166,8 @@ def load_session(conn: Connection, key: str) -> LoadedSession:
     events = conn.execute(_LOAD_EVENTS[conn.dialect.name], {"key": key}).scalars().all()
     head = conn.execute(_LOAD_HEAD, {"key": key}).first()
     branches = {row[0]: row[1] for row in conn.execute(_LOAD_BRANCHES, {"key": key})}
+    if head is not None:  # the active branch's row is not kept up to date; its head is
+        branches[head[0]] = head[1]
     # Joining the rows' texts is cheap; the array is parsed once, by pydantic-core.
     array = "[" + ",".join(events) + "]"
     return array, (head[0], head[1], head[2]) if head is not None else None, branches

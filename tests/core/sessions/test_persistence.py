@@ -63,6 +63,12 @@ def _projection(key: str) -> Any:
     return read
 
 
+def _as_loaded(head: Any, rows: dict[str, str | None]) -> dict[str, str | None]:
+    """The branch -> head map a load reads: the active branch's row is not kept up to
+    date at each append; its head is the head row's."""
+    return {**rows, head[0]: head[1]}
+
+
 class TestRehydrate:
     async def test_reopened_store_gives_the_same_tree(
         self, open_store: StoreFactory, clock: FakeClock
@@ -92,7 +98,44 @@ class TestRehydrate:
         await _conversation(log, tree)
         head, branches = await database.run(_projection("s"))
         assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
-        assert branches == tree.branches
+        assert _as_loaded(head, branches) == tree.branches
+        inactive = {b: h for b, h in tree.branches.items() if b != tree.active_branch_id}
+        assert {b: h for b, h in branches.items() if b in inactive} == inactive
+
+    async def test_branch_rows_follow_switches_between_branches(
+        self, open_store: StoreFactory, clock: FakeClock
+    ) -> None:
+        """Appends leave the active branch's row alone; a branch left behind has its
+        head recorded, and a reopened store loads every branch's head and the active
+        branch as the replay does, however often the session moved between them."""
+        db = await open_store()
+        log = SessionLog(db, clock=clock)
+        tree = await log.load("s")
+        first = await say(log, tree, "first")
+        main_head = await reply(log, tree, "one")
+        await log.continue_from(tree, first.node_id)  # edits the first message: branch-1
+        await say(log, tree, "first, edited")
+        side_head = await reply(log, tree, "another answer")
+        await log.continue_from(tree, main_head.node_id)  # back to main
+        await say(log, tree, "main goes on")
+        await log.continue_from(tree, side_head.node_id)  # and to branch-1 again
+        await say(log, tree, "the side goes on")
+        assert sorted(tree.branches) == ["branch-1", "main"]
+        head, rows = await db.run(_projection("s"))
+        assert head[0] == "branch-1"
+        assert rows["main"] == tree.branches["main"]  # left behind: recorded
+        await log.close()
+        await db.close()
+
+        reopened = SessionLog(await open_store(), clock=clock)
+        with capture_logs() as logs:
+            loaded = await reopened.load("s")
+        assert logs == []  # no projection mismatch
+        assert loaded == tree
+        assert loaded.branches == tree.branches
+        assert (loaded.active_branch_id, loaded.head_id) == ("branch-1", tree.head_id)
+        await reply(reopened, loaded, "after the reload")
+        assert (await reopened.load("s")).path() == loaded.path()
 
     async def test_a_wrong_projection_is_logged_and_repaired(
         self, database: Database, clock: FakeClock
@@ -113,7 +156,7 @@ class TestRehydrate:
         assert logs[0]["session_key"] == "s"
         head, branches = await database.run(_projection("s"))
         assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
-        assert branches == tree.branches
+        assert _as_loaded(head, branches) == tree.branches
 
     async def test_unknown_key_is_an_empty_tree(self, database: Database) -> None:
         """Loading a session that never had events gives an empty tree, and stores nothing."""
