@@ -10,6 +10,7 @@ after a commit.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from sqlalchemy import (
@@ -25,6 +26,8 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow, table_of
 
@@ -131,18 +134,81 @@ The active branch's head is the head row's: appends leave its ``session_branches
 row behind (see :func:`core.sessions._writes.prepare_write`)."""
 
 
+class _Prepared:
+    """A Core statement as the ``sqlite3`` driver runs it: its SQL text, and how a row
+    dict becomes the positional parameters (the columns' own bind processors, so a
+    stored value is exactly what Core would have stored)."""
+
+    __slots__ = ("columns", "sql")
+
+    def __init__(self, statement: Any, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        table = statement.table
+        self.sql = str(compiled)
+        self.columns = [
+            (name, table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+            for name in compiled.positiontup
+        ]
+
+    def run(self, dialect: Dialect, dbapi: Any, rows: list[dict[str, Any]]) -> None:
+        """Run for every row; a driver error is raised as Core would raise it
+        (``IntegrityError`` for a taken ``seq``), which is what callers catch."""
+        columns = self.columns
+        params = [
+            tuple(row[name] if bind is None else bind(row[name]) for name, bind in columns)
+            for row in rows
+        ]
+        base = dialect.loaded_dbapi.Error
+        try:
+            dbapi.executemany(self.sql, params)
+        except base as exc:
+            raise DBAPIError.instance(self.sql, params, exc, base, dialect=dialect) from exc
+
+
+_PREPARED: weakref.WeakKeyDictionary[Dialect, tuple[_Prepared, _Prepared, _Prepared]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _prepared(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
+    prepared = _PREPARED.get(dialect)
+    if prepared is None:
+        heads, branches = _UPSERTS["sqlite"]
+        prepared = _PREPARED[dialect] = (
+            _Prepared(_INSERT_EVENTS, dialect),
+            _Prepared(heads, dialect),
+            _Prepared(branches, dialect),
+        )
+    return prepared
+
+
 def write_events(
     conn: Connection,
     events: list[dict[str, Any]],
     heads: list[dict[str, Any]],
     branches: list[dict[str, Any]],
 ) -> None:
-    """Insert events (columns of ``session_events``) and upsert the projection rows."""
-    heads_upsert, branches_upsert = _UPSERTS[conn.dialect.name]
+    """Insert events (columns of ``session_events``) and upsert the projection rows.
+
+    On the ``sqlite3`` driver the three statements go straight to the driver's
+    ``executemany``, inside the transaction Core opened: this runs at every append,
+    and Core's per-statement work (contexts, events, result set-up) cost several
+    times what SQLite itself spends on the rows.
+    """
+    dialect = conn.dialect
+    if dialect.driver == "pysqlite":
+        dbapi = conn.connection.dbapi_connection
+        insert, heads_upsert, branches_upsert = _prepared(dialect)
+        insert.run(dialect, dbapi, events)
+        heads_upsert.run(dialect, dbapi, heads)
+        if branches:
+            branches_upsert.run(dialect, dbapi, branches)
+        return
+    heads_statement, branches_statement = _UPSERTS[dialect.name]
     conn.execute(_INSERT_EVENTS, events)
-    conn.execute(heads_upsert, heads)
+    conn.execute(heads_statement, heads)
     if branches:
-        conn.execute(branches_upsert, branches)
+        conn.execute(branches_statement, branches)
 
 
 def replace_projection(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Text, cast, select
 from sqlalchemy.exc import IntegrityError
 from structlog.testing import capture_logs
 
@@ -232,6 +233,63 @@ class TestConcurrency:
         }
         with pytest.raises(IntegrityError):
             await database.run(session_repository.write_events, [row], [head], [])
+
+    async def test_appended_rows_are_stored_as_core_stores_them(self, database: Database) -> None:
+        """Appends (straight to the driver on SQLite) store the very values a Core
+        insert of the same rows stores: payload JSON, UTC stamps, NULLs."""
+        stamp = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone(timedelta(hours=2)))
+        whole = stamp.replace(microsecond=0)  # no fraction: still written with one
+
+        def rows(key: str, at: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+            event = {
+                "session_key": key,
+                "seq": 1,
+                "node_id": f"{key:0>32}",
+                "parent_id": None,
+                "kind": "user",
+                "type": "user_message",
+                "payload": {"text": 'héllo "x"', "n": [1, None], "requested_mode": "normal"},
+                "delivery_mode": "normal",
+                "created_at": at,
+            }
+            head = {
+                "session_key": key,
+                "active_branch_id": "main",
+                "head_node_id": event["node_id"],
+                "last_seq": 1,
+                "updated_at": at,
+            }
+            return event, head
+
+        def store(conn: Connection) -> None:
+            for key, at in (("a", stamp), ("c", whole)):
+                event, head = rows(key, at)
+                session_repository.write_events(conn, [event], [head], [])
+            for key, at in (("b", stamp), ("d", whole)):
+                event, head = rows(key, at)
+                conn.execute(_EVENTS.insert(), [event])
+                conn.execute(_HEADS.insert(), [head])
+
+        def read(conn: Connection) -> dict[str, tuple[Any, ...]]:
+            texts = conn.execute(
+                select(
+                    _EVENTS.c.session_key,
+                    cast(_EVENTS.c.payload, Text),
+                    cast(_EVENTS.c.created_at, Text),
+                    cast(_HEADS.c.updated_at, Text),
+                    _EVENTS.c.delivery_mode,
+                    _EVENTS.c.parent_id,
+                ).join(_HEADS, _HEADS.c.session_key == _EVENTS.c.session_key)
+            ).all()
+            return {row[0]: tuple(row[1:]) for row in texts}
+
+        await database.run(store)
+        stored = await database.run(read)
+        assert stored["a"] == stored["b"]
+        assert stored["c"] == stored["d"]
+        loaded = await SessionLog(database).load("a")
+        assert loaded.events[0].created_at == stamp
+        assert loaded.events[0].payload["text"] == 'héllo "x"'
 
     async def test_one_conflict_does_not_fail_the_batch(self, database: Database) -> None:
         """A stale writer sharing a transaction with others fails alone."""
