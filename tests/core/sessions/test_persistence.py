@@ -324,3 +324,35 @@ class TestConcurrency:
         assert stored == tree
         nxt = await say(log, tree, "again")
         assert nxt.seq == len(stored) + 1
+
+    async def test_settled_waits_for_the_write_of_a_cancelled_caller(
+        self, database: Database
+    ) -> None:
+        """A caller cancelled while its commit is under way leaves the write running;
+        ``settled`` returns once it has landed in the tree."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        entered, gate = asyncio.Event(), asyncio.Event()
+        run = database.run
+
+        async def held(fn: Any, /, *args: Any) -> Any:
+            entered.set()
+            await gate.wait()
+            return await run(fn, *args)
+
+        database.run = held  # type: ignore[method-assign]
+        try:
+            task = asyncio.get_running_loop().create_task(say(log, tree, "hello"))
+            await entered.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert len(tree) == 0  # not committed yet
+            waiter = asyncio.get_running_loop().create_task(log.settled("s"))
+            asyncio.get_running_loop().call_soon(gate.set)  # after the waiter has started
+            await waiter
+            assert [e.payload["text"] for e in tree.events] == ["hello"]
+        finally:
+            del database.run
+        assert await log.load("s") == tree
+        await log.settled("never-written")  # nothing pending: returns at once
