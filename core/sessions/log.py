@@ -77,7 +77,7 @@ class SessionLog:
         """
         with store_errors(f"could not load session {session_key!r}"):
             array, head, branches = await self._db.run(repository.load_session, session_key)
-        with bulk_allocation():
+        with bulk_allocation(promote=True):
             events = _EVENTS.validate_json(array)
             tree = SessionTree.from_events(session_key, events)
         if len(tree) and (
