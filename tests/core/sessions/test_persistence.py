@@ -13,11 +13,11 @@ from structlog.testing import capture_logs
 
 from core.clock import FakeClock
 from core.errors import SessionError
-from core.sessions import SessionLog, SessionTree
+from core.sessions import SessionEvent, SessionLog, SessionTree
 from core.sessions import repository as session_repository
 from core.store import Database
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
-from tests.fixtures.sessions import reply, say, system
+from tests.fixtures.sessions import T0, reply, say, system
 from tests.fixtures.stores import StoreFactory
 
 _HEADS = SessionHeadRow.__table__
@@ -158,6 +158,34 @@ class TestRehydrate:
         head, branches = await database.run(_projection("s"))
         assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
         assert _as_loaded(head, branches) == tree.branches
+
+    async def test_strings_that_need_quoting_survive_a_load(self, database: Database) -> None:
+        """Keys, node ids and texts with quotes, backslashes, newlines and non-ASCII
+        characters (an imported export may carry any) load back exactly."""
+        key = 'odd "key" \\ ünï\ncode'
+        tree = SessionTree(key)
+        parent: str | None = None
+        for seq, (node_id, text) in enumerate(
+            [('a"b', 'say "hi"\n\tthen \\ go'), ("c\\d", "✓ ünïcode"), ("e\nf", "")], start=1
+        ):
+            event = SessionEvent(
+                session_key=key,
+                node_id=node_id,
+                parent_id=parent,
+                seq=seq,
+                kind="user",
+                type="user_message",
+                payload={"text": text, "requested_mode": "normal"},
+                delivery_mode="normal",
+                created_at=T0 + timedelta(microseconds=seq),
+            )
+            tree.apply(event)
+            parent = node_id
+        log = SessionLog(database)
+        await log.import_tree(tree)
+        loaded = await log.load(key)
+        assert loaded == tree
+        assert [e.created_at for e in loaded.events] == [e.created_at for e in tree.events]
 
     async def test_unknown_key_is_an_empty_tree(self, database: Database) -> None:
         """Loading a session that never had events gives an empty tree, and stores nothing."""
