@@ -348,12 +348,13 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     # What the server did not count is estimated, as documented in core.agent.usage.
     answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
     usage, estimated = counted(done.usage, prompt=_prompt_tokens(host, messages), answer=answer)
+    records = [ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
     items: list[AppendItem] = [
         as_item(
             AssistantMessagePayload(
                 turn_id=turn_id,
                 text=text,
-                tool_calls=[ToolCallRecord.model_validate(c.model_dump()) for c in calls],
+                tool_calls=records,
                 finish_reason=done.finish_reason,
             )
         )
