@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -78,7 +78,6 @@ __all__ = [
 ]
 
 _log = get_logger("core.agent")
-T = TypeVar("T")
 
 CANCELLED_RESULT = "not run: the user cancelled the turn"
 
@@ -211,7 +210,6 @@ class Agent:
         self._idle = asyncio.Event()
         self._idle.set()
         self._listeners: list[Callable[[AgentEvent], None]] = []
-        self._in_flight: set[asyncio.Future[Any]] = set()
         self._deriver = MessageDeriver(load_image=settings.load_image)
         self._clock: Clock = clock or SystemClock()
         # Calls waiting for a person, by tool call id; a decision sets the future.
@@ -230,6 +228,11 @@ class Agent:
     def derive_messages(self) -> list[ChatMessage]:
         """The provider messages of the active path, converting only events new since last time."""
         return self._deriver.derive(self.tree, system_prompt=self.system_prompt)
+
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """The estimated tokens of ``messages`` (tools aside); cheap for the list
+        :meth:`derive_messages` returned last, whatever the history's length."""
+        return self._deriver.estimate(messages)
 
     async def wait_idle(self) -> None:
         """Return once no turn runs and no follow-up is waiting to start one."""
@@ -393,7 +396,7 @@ class Agent:
                 await asyncio.gather(task, return_exceptions=True)
             # Writes the loop had already started still land; see them before
             # deciding which tool calls were left without a result.
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            await self._session_log.settled(self.session_key)
             dropped = [] if keep_queues else [*self.tree.steering_queue, *self.tree.follow_up_queue]
             if task is None and turn_id is None and not dropped:
                 return []
@@ -462,7 +465,7 @@ class Agent:
                 return False
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            await self._session_log.settled(self.session_key)
             self._mark_idle()
             return True
 
@@ -640,21 +643,16 @@ class Agent:
     async def append(
         self, payload: BaseModel, delivery_mode: DeliveryMode | None = None
     ) -> SessionEvent:
-        """Record one typed event (its model names its type), shielded from cancellation."""
-        return await self._write(
-            self._session_log.append(self.tree, payload, delivery_mode=delivery_mode)
-        )
+        """Record one typed event (its model names its type).
+
+        Once an event is on its way to the store, cancelling the turn does not
+        leave the tree behind the store: the log applies it when it commits, and
+        ``cancel()`` waits for that (:meth:`SessionLog.settled`).
+        """
+        return await self._session_log.append(self.tree, payload, delivery_mode=delivery_mode)
 
     async def append_many(self, items: Sequence[AppendItem]) -> list[SessionEvent]:
-        return await self._write(self._session_log.append_many(self.tree, items))
-
-    async def _write(self, write: Coroutine[Any, Any, T]) -> T:
-        # Shielded: once an event is on its way to the store, cancelling the turn
-        # must not leave the tree behind the store. cancel() waits for these.
-        future = asyncio.ensure_future(write)
-        self._in_flight.add(future)
-        future.add_done_callback(self._in_flight.discard)
-        return await asyncio.shield(future)
+        return await self._session_log.append_many(self.tree, items)
 
     def subscribe(self, listener: Callable[[AgentEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with every event; returns the function that unsubscribes."""

@@ -54,7 +54,7 @@ from core.agent.events import (
 from core.agent.messages import SKIPPED_RESULT
 from core.agent.policy import ContinuationHook, StepInfo, StopPolicy
 from core.agent.tools import ToolContext, ToolOutcome, ToolRegistry
-from core.agent.usage import ModelInfo, counted, estimate_prompt, estimate_text, usage_payload
+from core.agent.usage import ModelInfo, counted, estimate_text, usage_payload
 from core.attachments import AttachmentRecord
 from core.errors import ProviderError
 from core.providers.types import (
@@ -138,6 +138,10 @@ class LoopHost(Protocol):
     compaction: CompactionSettings
 
     def derive_messages(self) -> list[ChatMessage]: ...
+
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """The estimated tokens of ``messages`` without the tools (see :mod:`core.agent.usage`)."""
+        ...
 
     async def append(
         self, payload: BaseModel, delivery_mode: DeliveryMode | None = None
@@ -320,7 +324,7 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     await host.tools.refresh()  # a tool server's list may have changed
     specs = host.tools.specs()
     messages = host.derive_messages()
-    too_long = needs_compaction(estimate_prompt(messages, specs), host.model_info, host.compaction)
+    too_long = needs_compaction(_prompt_tokens(host, messages), host.model_info, host.compaction)
     if too_long and await _compacted(host, turn_id, "threshold"):
         messages = host.derive_messages()
     try:
@@ -343,13 +347,14 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     text = "".join(parts)
     # What the server did not count is estimated, as documented in core.agent.usage.
     answer = estimate_text(text) + sum(estimate_text(c.arguments) for c in calls)
-    usage, estimated = counted(done.usage, prompt=estimate_prompt(messages, specs), answer=answer)
+    usage, estimated = counted(done.usage, prompt=_prompt_tokens(host, messages), answer=answer)
+    records = [ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
     items: list[AppendItem] = [
         as_item(
             AssistantMessagePayload(
                 turn_id=turn_id,
                 text=text,
-                tool_calls=[ToolCallRecord.model_validate(c.model_dump()) for c in calls],
+                tool_calls=records,
                 finish_reason=done.finish_reason,
             )
         )
@@ -361,6 +366,13 @@ async def _model_step(host: LoopHost, turn_id: str, step: int) -> tuple[str, lis
     )
     await host.append_many(items)
     return text, calls
+
+
+def _prompt_tokens(host: LoopHost, messages: Sequence[ChatMessage]) -> int:
+    """The estimated prompt of a call with ``messages`` and the host's tools; both parts
+    are kept running (the deriver's, the registry's), so the cost does not grow with the
+    history."""
+    return host.prompt_tokens(messages) + host.tools.spec_tokens()
 
 
 async def _stream(

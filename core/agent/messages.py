@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any
 
+from core.agent.usage import estimate_message, estimate_prompt
 from core.providers.types import ChatMessage, ImagePart, ToolCall
 from core.sessions.events import SessionEvent
 from core.sessions.payloads import ToolResultPayload
@@ -86,14 +87,22 @@ class MessageDeriver:
     over from the path. A compaction on the path stands for everything before
     its ``first_kept_node_id`` (see :mod:`core.agent.compaction`). Without this a
     long turn rebuilt its whole history at every step.
+
+    It keeps the prompt's token estimate the same way, message by message
+    (:meth:`estimate`): the loop asks for it twice a step, and walking the whole
+    history for it made a long tool loop quadratic.
     """
 
     def __init__(self, *, load_image: ImageLoader | None = None) -> None:
         self._load_image = load_image
         self._head: str | None = None
         self._messages: list[ChatMessage] = []
+        self._tokens = 0
+        """:func:`estimate_message` summed over ``_messages``."""
         self._open_calls: list[ToolCall] = []
         self._named = False
+        self._derived: list[ChatMessage] | None = None
+        self._derived_tokens = 0
 
     def derive(self, tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
         new = self._new_events(tree)
@@ -106,7 +115,18 @@ class MessageDeriver:
                 self._add(event)
         self._head = tree.head_id
         prefix = [ChatMessage(role="system", content=system_prompt)] if system_prompt else []
-        return [*prefix, *self._messages, *_unanswered(self._open_calls)]
+        tail = _unanswered(self._open_calls)
+        derived = [*prefix, *self._messages, *tail]
+        self._derived = derived
+        self._derived_tokens = self._tokens + sum(estimate_message(m) for m in (*prefix, *tail))
+        return derived
+
+    def estimate(self, messages: Sequence[ChatMessage]) -> int:
+        """``estimate_prompt(messages)`` (without tools), from the running total when
+        ``messages`` is the list :meth:`derive` returned last; any other list is walked."""
+        if messages is self._derived:
+            return self._derived_tokens
+        return estimate_prompt(messages)
 
     def _new_events(self, tree: SessionTree) -> list[SessionEvent] | None:
         """Events from just after the remembered head to the current head, oldest first;
@@ -126,6 +146,7 @@ class MessageDeriver:
         """The whole path again, the latest compaction standing for what it summarised."""
         summary, events = readable(tree)
         self._messages = [summary_message(summary)] if summary is not None else []
+        self._tokens = sum(estimate_message(m) for m in self._messages)
         self._open_calls = []
         for event in events:
             self._add(event)
@@ -134,10 +155,13 @@ class MessageDeriver:
         if event.type not in _CONVERSATION_TYPES:
             return
         if event.type != "tool_result" and self._open_calls:
-            self._messages.extend(_unanswered(self._open_calls))
+            for unanswered in _unanswered(self._open_calls):
+                self._messages.append(unanswered)
+                self._tokens += estimate_message(unanswered)
             self._open_calls = []
         message = to_message(event, named=self._named, load_image=self._load_image)
         self._messages.append(message)
+        self._tokens += estimate_message(message)
         if event.type == "assistant_message":
             self._open_calls = list(message.tool_calls)
         elif self._open_calls and event.type == "tool_result":

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from core.agent.usage import estimate_tools
 from core.errors import ThreadboundError
 from core.providers.types import ToolCall, ToolSpec
 
@@ -128,6 +129,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._fixed: dict[str, Tool] = {}
         self._specs: list[ToolSpec] | None = None
+        self._spec_tokens: int | None = None
         self._sources = list(sources)
         self._seen: list[tuple[Tool, ...]] = [() for _ in self._sources]
         self.result_max_chars = result_max_chars
@@ -147,14 +149,14 @@ class ToolRegistry:
             for tool in batch:
                 tools.setdefault(tool.name, tool)
         self._tools = tools
-        self._specs = None
+        self._specs = self._spec_tokens = None
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise ThreadboundError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         self._fixed[tool.name] = tool
-        self._specs = None
+        self._specs = self._spec_tokens = None
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())
@@ -182,6 +184,14 @@ class ToolRegistry:
         if self._specs is None:
             self._specs = [tool.spec() for tool in self._tools.values()]
         return self._specs
+
+    def spec_tokens(self) -> int:
+        """The estimated tokens :meth:`specs` add to every model call, computed once per
+        change of the tools: serialising every schema at every step would cost more than
+        the rest of the step's bookkeeping."""
+        if self._spec_tokens is None:
+            self._spec_tokens = estimate_tools(self.specs())
+        return self._spec_tokens
 
     async def execute(self, call: ToolCall, context: ToolContext) -> ToolOutcome:
         """Run one call; every failure except cancellation becomes an error outcome."""

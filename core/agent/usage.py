@@ -31,8 +31,10 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "ModelInfo",
     "counted",
+    "estimate_message",
     "estimate_prompt",
     "estimate_text",
+    "estimate_tools",
     "priced",
     "usage_payload",
 ]
@@ -71,13 +73,27 @@ def estimate_message(message: ChatMessage) -> int:
     return tokens
 
 
-def estimate_prompt(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
-    """The prompt tokens of a call with ``messages`` and ``tools`` (see the module doc)."""
-    tokens = sum(estimate_message(m) for m in messages)
+def estimate_tools(tools: Sequence[ToolSpec]) -> int:
+    """The tokens the tools' names, descriptions and JSON schemas add to every call.
+
+    Serialising the schemas is the costly part of an estimate, so callers that send
+    the same tools at every step keep this figure
+    (:meth:`core.agent.tools.ToolRegistry.spec_tokens`).
+    """
+    tokens = 0
     for tool in tools:
         schema = json.dumps(tool.parameters, separators=(",", ":"))
         tokens += estimate_text(tool.name) + estimate_text(tool.description) + estimate_text(schema)
     return tokens
+
+
+def estimate_prompt(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
+    """The prompt tokens of a call with ``messages`` and ``tools`` (see the module doc).
+
+    Walks every message: the agent loop uses the running figure its
+    :class:`~core.agent.messages.MessageDeriver` keeps instead.
+    """
+    return sum(estimate_message(m) for m in messages) + estimate_tools(tools)
 
 
 def counted(reported: Usage | None, *, prompt: int, answer: int) -> tuple[Usage, bool]:

@@ -16,6 +16,7 @@ of its own, so one session's conflict (another process appended the same
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,14 +36,22 @@ MAX_BATCH_EVENTS = 1000
 
 @dataclass(slots=True)
 class PendingWrite:
-    """One caller's events for one session, with the projection rows they produce."""
+    """One caller's events for one session, with the projection rows they produce.
+
+    ``done`` is what the caller awaits; it may be cancelled with the caller. What
+    must happen whatever the caller does (apply the committed events to the tree,
+    then ``on_settled``, which releases the session for its next append) is done
+    by the committer when the write settles, exactly once.
+    """
 
     tree: SessionTree
     events: list[SessionEvent]
     event_rows: list[dict[str, Any]]
     head_row: dict[str, Any]
     branch_rows: list[dict[str, Any]]
+    on_settled: Callable[[], None] | None = None
     done: asyncio.Future[None] = field(init=False)
+    settled: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.done = asyncio.get_running_loop().create_future()
@@ -94,8 +103,7 @@ class GroupCommitter:
                 await self._commit(batch)
         except BaseException as exc:
             for write in self._pending:
-                if not write.done.done():
-                    write.done.set_exception(_as_failure(exc))
+                _fail(write, exc, blame=False)
             self._pending.clear()
             raise
         finally:
@@ -129,21 +137,35 @@ class GroupCommitter:
 
 
 def _succeed(write: PendingWrite) -> None:
-    if write.done.done():
+    """Committed: the tree applies the events (even if the caller stopped waiting)."""
+    if write.settled:
         return
+    failure: BaseException | None = None
     try:
         apply = write.tree.apply
         for event in write.events:
             apply(event)
     except Exception as exc:  # committed, but the tree moved meanwhile: it must be reloaded
-        write.done.set_exception(exc)
+        failure = exc
+    _settle(write, failure)
+
+
+def _fail(write: PendingWrite, exc: BaseException, *, blame: bool = True) -> None:
+    """Not committed: the caller gets the failure (``blame``: as this write's own)."""
+    if not write.settled:
+        _settle(write, _as_failure(exc, write if blame else None))
+
+
+def _settle(write: PendingWrite, failure: BaseException | None) -> None:
+    write.settled = True
+    if write.on_settled is not None:
+        write.on_settled()
+    if write.done.done():  # the caller was cancelled: nobody to tell
         return
-    write.done.set_result(None)
-
-
-def _fail(write: PendingWrite, exc: BaseException) -> None:
-    if not write.done.done():
-        write.done.set_exception(_as_failure(exc, write))
+    if failure is None:
+        write.done.set_result(None)
+    else:
+        write.done.set_exception(failure)
 
 
 def _as_failure(exc: BaseException, write: PendingWrite | None = None) -> BaseException:

@@ -58,8 +58,11 @@ def prepare_write(
     if now.tzinfo is None:
         raise SessionError("the clock returned a naive datetime; events need UTC times")
     seq, head, active = tree.last_seq, tree.head_id, tree.active_branch_id
-    # The first event also records the "main" branch, so the projection
-    # always lists every branch the replay knows.
+    # Branch rows to write: the first event records the "main" branch, so the
+    # projection always lists every branch the replay knows. The active branch's
+    # row is not rewritten as its head moves (the head row says where it is, and
+    # one upsert less per append is most of a step's store work); it is brought
+    # up to date when the session leaves that branch.
     changed: dict[str, str | None] = {active: head} if seq == 0 else {}
     events: list[SessionEvent] = []
     for type_, payload, mode in items:
@@ -87,10 +90,15 @@ def prepare_write(
         )
         events.append(event)
         if kind in ADVANCING_KINDS:
-            head = changed[active] = event.node_id
+            head = event.node_id
+            if active in changed:  # written anyway: with its head
+                changed[active] = head
         elif type_ == "head_moved":
+            if data["branch_id"] != active:
+                changed[active] = head  # the branch left behind keeps this head
             active, head = data["branch_id"], data["node_id"]
-            changed[active] = head
+            if active in changed:
+                changed[active] = head
         elif type_ == "branch_created":
             changed[data["branch_id"]] = data["from_node_id"]
     head_row = {

@@ -5,7 +5,8 @@ Guarantees callers rely on:
 - :meth:`SessionLog.append` returns only after the event is committed, and
   only then is it applied to the tree: memory never shows an event the store
   may not have. A caller cancelled while waiting does not break that; the
-  write completes (or fails) and the tree follows the store.
+  write completes (or fails) and the tree follows the store
+  (:meth:`SessionLog.settled` waits for such writes).
 - One append in flight per session (a per-session lock, held until the commit
   settles); ``(session_key, seq)`` is the primary key, so a second process
   appending to the same session fails with :class:`SessionError` instead of
@@ -76,7 +77,7 @@ class SessionLog:
         """
         with store_errors(f"could not load session {session_key!r}"):
             array, head, branches = await self._db.run(repository.load_session, session_key)
-        with bulk_allocation():
+        with bulk_allocation(promote=True):
             events = _EVENTS.validate_json(array)
             tree = SessionTree.from_events(session_key, events)
         if len(tree) and (
@@ -296,27 +297,34 @@ class SessionLog:
         try:
             items = plan()
             write = prepare_write(tree, items, self._clock.now(), internal=internal)
-            done = self._committer.submit(write) if write.events else None
         except BaseException:
             lock.release()
             raise
-        if done is None:
+        if not write.events:
             lock.release()
             return []
-        done.add_done_callback(lambda future: _settle(future, lock))
-        await asyncio.shield(done)
+        write.on_settled = lock.release
+        # Cancelling this caller cancels ``done`` only: the committer still applies
+        # the committed events and releases the lock (no shield or task per append).
+        await self._committer.submit(write)
         return write.events
+
+    async def settled(self, session_key: str) -> None:
+        """Return once every append to ``session_key`` begun before this call has been
+        committed and applied, or has failed, even those whose callers were cancelled.
+
+        ``Agent.cancel`` waits for this before it looks at the tree: a write the
+        cancelled turn had started still lands.
+        """
+        lock = self._locks.get(session_key)
+        if lock is not None and lock.locked():
+            async with lock:
+                pass
 
     async def _write_projection(self, tree: SessionTree) -> None:
         head, branches = projection_rows(tree, self._clock)
         async with self._lock(tree.session_key):
             await self._db.run(repository.replace_projection, tree.session_key, head, branches)
-
-
-def _settle(future: asyncio.Future[None], lock: asyncio.Lock) -> None:
-    lock.release()
-    if not future.cancelled():
-        future.exception()  # retrieved here, so a cancelled caller leaves no warning
 
 
 def _new_branch_id(tree: SessionTree) -> str:

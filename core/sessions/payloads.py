@@ -267,6 +267,8 @@ class ModelChangedPayload(_Payload):
 
 
 _REGISTRY: dict[str, tuple[EventKind, type[BaseModel]]] = {}
+_TYPES_OF: dict[type[BaseModel], list[str]] = {}
+"""The types registered for each model: :func:`event_type_of` runs at every append."""
 
 
 def register_event_type(type: str, kind: EventKind, model: type[BaseModel]) -> None:
@@ -294,6 +296,8 @@ def register_event_type(type: str, kind: EventKind, model: type[BaseModel]) -> N
             f"{known[1].__qualname__}; pick another type name",
             ref=type,
         )
+    if known is None:
+        _TYPES_OF.setdefault(model, []).append(type)
     _REGISTRY[type] = (kind, model)
 
 
@@ -315,7 +319,7 @@ def event_type_of(payload: BaseModel) -> str:
         SessionError: the model is registered for no type, or for several (then
             the caller must name the type).
     """
-    names = [name for name, (_, model) in _REGISTRY.items() if model is type(payload)]
+    names = _TYPES_OF.get(type(payload), ())
     if len(names) != 1:
         found = "no event type" if not names else f"several event types ({', '.join(names)})"
         raise SessionError(

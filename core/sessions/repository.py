@@ -10,6 +10,10 @@ after a commit.
 
 from __future__ import annotations
 
+import json
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import (
@@ -25,6 +29,8 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow, table_of
 
@@ -85,6 +91,19 @@ def _load_events(dialect: str) -> Any:
 
 
 _LOAD_EVENTS = {"sqlite": _load_events("sqlite"), "postgresql": _load_events("postgresql")}
+
+# The same texts for the sqlite3 driver, built with printf: json_object() parsed
+# every payload again (json()) only to embed it, which was a third of the query.
+# The payload is embedded as stored (the JSON text its column's serializer
+# wrote); the strings a person could have chosen (ids and types in an imported
+# export) are quoted, as are NULLs; ``kind``, a closed vocabulary, is not.
+_SQLITE_LOAD_EVENTS = (
+    'SELECT printf(\'{"session_key":%s,"node_id":%s,"parent_id":%s,"seq":%d,'
+    '"kind":"%s","type":%s,"delivery_mode":%s,"created_at":"%sZ",'
+    '"payload":%s}\', ?, json_quote(node_id), json_quote(parent_id), seq, kind, '
+    "json_quote(type), json_quote(delivery_mode), created_at, payload) "
+    "FROM session_events WHERE session_key = ? ORDER BY seq"
+)
 _LOAD_HEAD = select(_H.c.active_branch_id, _H.c.head_node_id, _H.c.last_seq).where(
     _H.c.session_key == bindparam("key")
 )
@@ -125,7 +144,65 @@ def _upserts(insert: Any) -> tuple[Any, Any]:
 _UPSERTS = {"sqlite": _upserts(sqlite.insert), "postgresql": _upserts(postgresql.insert)}
 
 LoadedSession = tuple[str, tuple[str, str | None, int] | None, dict[str, str | None]]
-"""``(events as a JSON array, (active branch, head, last seq) or None, branch -> head)``."""
+"""``(events as a JSON array, (active branch, head, last seq) or None, branch -> head)``.
+
+The active branch's head is the head row's: appends leave its ``session_branches``
+row behind (see :func:`core.sessions._writes.prepare_write`)."""
+
+
+class _Prepared:
+    """A Core statement as the ``sqlite3`` driver runs it: its SQL text, and how a row
+    dict becomes the positional parameters (the columns' own bind processors, so a
+    stored value is exactly what Core would have stored)."""
+
+    __slots__ = ("columns", "sql")
+
+    def __init__(self, statement: Any, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        table = statement.table
+        self.sql = str(compiled)
+        self.columns = [
+            (name, table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+            for name in compiled.positiontup
+        ]
+
+    def run(self, dialect: Dialect, dbapi: Any, rows: list[dict[str, Any]]) -> None:
+        """Run for every row."""
+        columns = self.columns
+        params = [
+            tuple(row[name] if bind is None else bind(row[name]) for name, bind in columns)
+            for row in rows
+        ]
+        with _as_core_errors(dialect, self.sql):
+            dbapi.executemany(self.sql, params)
+
+
+@contextmanager
+def _as_core_errors(dialect: Dialect, sql: str) -> Iterator[None]:
+    """A driver error raised as Core would raise it (``IntegrityError`` for a taken
+    ``seq``, ``OperationalError``...), which is what callers catch."""
+    base = dialect.loaded_dbapi.Error
+    try:
+        yield
+    except base as exc:
+        raise DBAPIError.instance(sql, None, exc, base, dialect=dialect) from exc
+
+
+_PREPARED: weakref.WeakKeyDictionary[Dialect, tuple[_Prepared, _Prepared, _Prepared]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _prepared(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
+    prepared = _PREPARED.get(dialect)
+    if prepared is None:
+        heads, branches = _UPSERTS["sqlite"]
+        prepared = _PREPARED[dialect] = (
+            _Prepared(_INSERT_EVENTS, dialect),
+            _Prepared(heads, dialect),
+            _Prepared(branches, dialect),
+        )
+    return prepared
 
 
 def write_events(
@@ -134,12 +211,27 @@ def write_events(
     heads: list[dict[str, Any]],
     branches: list[dict[str, Any]],
 ) -> None:
-    """Insert events (columns of ``session_events``) and upsert the projection rows."""
-    heads_upsert, branches_upsert = _UPSERTS[conn.dialect.name]
+    """Insert events (columns of ``session_events``) and upsert the projection rows.
+
+    On the ``sqlite3`` driver the three statements go straight to the driver's
+    ``executemany``, inside the transaction Core opened: this runs at every append,
+    and Core's per-statement work (contexts, events, result set-up) cost several
+    times what SQLite itself spends on the rows.
+    """
+    dialect = conn.dialect
+    if dialect.driver == "pysqlite":
+        dbapi = conn.connection.dbapi_connection
+        insert, heads_upsert, branches_upsert = _prepared(dialect)
+        insert.run(dialect, dbapi, events)
+        heads_upsert.run(dialect, dbapi, heads)
+        if branches:
+            branches_upsert.run(dialect, dbapi, branches)
+        return
+    heads_statement, branches_statement = _UPSERTS[dialect.name]
     conn.execute(_INSERT_EVENTS, events)
-    conn.execute(heads_upsert, heads)
+    conn.execute(heads_statement, heads)
     if branches:
-        conn.execute(branches_upsert, branches)
+        conn.execute(branches_statement, branches)
 
 
 def replace_projection(
@@ -160,9 +252,19 @@ def has_events(conn: Connection, key: str) -> bool:
 
 def load_session(conn: Connection, key: str) -> LoadedSession:
     """Every event row of ``key`` in ``seq`` order, with the projection rows, in one read."""
-    events = conn.execute(_LOAD_EVENTS[conn.dialect.name], {"key": key}).scalars().all()
+    dialect = conn.dialect
+    events: Sequence[str]
+    if dialect.driver == "pysqlite":  # Core's per-row result handling cost more than the rows
+        dbapi: Any = conn.connection.dbapi_connection
+        with _as_core_errors(dialect, _SQLITE_LOAD_EVENTS):
+            rows = dbapi.execute(_SQLITE_LOAD_EVENTS, (json.dumps(key), key)).fetchall()
+        events = [row[0] for row in rows]
+    else:
+        events = conn.execute(_LOAD_EVENTS[dialect.name], {"key": key}).scalars().all()
     head = conn.execute(_LOAD_HEAD, {"key": key}).first()
     branches = {row[0]: row[1] for row in conn.execute(_LOAD_BRANCHES, {"key": key})}
+    if head is not None:  # the active branch's row is not kept up to date; its head is
+        branches[head[0]] = head[1]
     # Joining the rows' texts is cheap; the array is parsed once, by pydantic-core.
     array = "[" + ",".join(events) + "]"
     return array, (head[0], head[1], head[2]) if head is not None else None, branches

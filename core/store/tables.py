@@ -149,7 +149,12 @@ class SessionHeadRow(SQLModel, table=True):
 
 
 class SessionBranchRow(SQLModel, table=True):
-    """Projection: the head of every branch of every session (old branches keep theirs)."""
+    """Projection: every branch of every session, with the head each was left at.
+
+    The active branch's row is not rewritten at each append (that would be one
+    more upsert per event): its current head is ``session_heads.head_node_id``,
+    and its row is brought up to date when the session moves to another branch.
+    """
 
     __tablename__ = "session_branches"
 

@@ -13,6 +13,7 @@ from core.agent.messages import (
     derive_messages,
     render_steering,
 )
+from core.agent.usage import estimate_prompt
 from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
 from core.store import Database
@@ -103,3 +104,58 @@ async def test_incremental_matches_full_across_continue_from(log: SessionLog) ->
     await say(log, tree, "edited question")
     assert deriver.derive(tree) == derive_messages(tree)
     assert [m.content for m in deriver.derive(tree)] == ["edited question"]
+
+
+async def test_the_running_estimate_matches_a_full_walk(log: SessionLog) -> None:
+    """The deriver's estimate equals ``estimate_prompt`` of what it derived, through new
+    steps, an open tool call, a second author, a jump to another branch and a compaction."""
+    tree = await log.load("s")
+    deriver = MessageDeriver()
+
+    def check() -> None:
+        messages = deriver.derive(tree, system_prompt="be brief")
+        assert deriver.estimate(messages) == estimate_prompt(messages)
+
+    first = await say(log, tree, "first question")
+    check()
+    await answer(log, tree, "", "c1", "c2")  # both calls still open: synthetic results
+    check()
+    await result(log, tree, "c1", "x" * 101)
+    check()
+    await say(log, tree, "next")  # c2 left unanswered for good
+    check()
+    await log.append(
+        tree,
+        "user_message",
+        {"text": "me too", "requested_mode": "normal", "author_id": "u2", "author_name": "Bo"},
+        delivery_mode="normal",
+    )
+    check()  # a second person: every message is rebuilt with its author's name
+    await log.continue_from(tree, first)
+    await say(log, tree, "edited")
+    check()
+    await answer(log, tree, "long answer " * 20)
+    kept = await say(log, tree, "kept")
+    await log.append(
+        tree,
+        "compaction",
+        {
+            "summary": "what came before",
+            "first_kept_node_id": kept,
+            "tokens_before": 100,
+            "tokens_after": 10,
+            "reason": "command",
+        },
+    )
+    check()
+
+
+async def test_an_estimate_of_another_list_walks_it(log: SessionLog) -> None:
+    """Only the list derive() returned last uses the running total; any other is walked."""
+    tree = await log.load("s")
+    deriver = MessageDeriver()
+    await say(log, tree, "hello")
+    derived = deriver.derive(tree)
+    shorter = derived[:0]
+    assert deriver.estimate(shorter) == 0
+    assert deriver.estimate(list(derived)) == estimate_prompt(derived)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from core.agent.builtin_tools import http_get_tool, sleep_tool
 from core.agent.tools import Tool, ToolContext, ToolFailed, ToolRegistry
+from core.agent.usage import estimate_tools
 from core.clock import FakeClock
 from tests.fixtures.agents import call
 
@@ -196,3 +197,25 @@ class TestResultsAndSources:
         assert reg.names() == ["echo", "b"]  # a fixed tool wins a clash
         assert reg.get("echo") is not None
         assert reg.get("echo").description == "Echo."
+
+    async def test_spec_tokens_follow_the_tools_without_reserialising(self) -> None:
+        """The schemas' estimate is kept until the tools change, then taken again."""
+
+        class Source:
+            def __init__(self) -> None:
+                self.current: tuple[Tool, ...] = (Tool("a", "A.", None, echo),)
+
+            async def tools(self) -> tuple[Tool, ...]:
+                return self.current
+
+        source = Source()
+        reg = ToolRegistry([Tool("echo", "Echo.", EchoArgs, echo)], sources=[source])
+        assert reg.spec_tokens() == estimate_tools(reg.specs())
+        await reg.refresh()
+        assert reg.spec_tokens() == estimate_tools(reg.specs())
+        before = reg.spec_tokens()
+        source.current = (Tool("b", "B." * 50, None, echo),)
+        await reg.refresh()
+        assert reg.spec_tokens() == estimate_tools(reg.specs()) > before
+        reg.register(Tool("late", "Late.", EchoArgs, echo))
+        assert reg.spec_tokens() == estimate_tools(reg.specs())

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Text, cast, select
 from sqlalchemy.exc import IntegrityError
 from structlog.testing import capture_logs
 
 from core.clock import FakeClock
 from core.errors import SessionError
-from core.sessions import SessionLog, SessionTree
+from core.sessions import SessionEvent, SessionLog, SessionTree
 from core.sessions import repository as session_repository
 from core.store import Database
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
-from tests.fixtures.sessions import reply, say, system
+from tests.fixtures.sessions import T0, reply, say, system
 from tests.fixtures.stores import StoreFactory
 
 _HEADS = SessionHeadRow.__table__
@@ -63,6 +64,12 @@ def _projection(key: str) -> Any:
     return read
 
 
+def _as_loaded(head: Any, rows: dict[str, str | None]) -> dict[str, str | None]:
+    """The branch -> head map a load reads: the active branch's row is not kept up to
+    date at each append; its head is the head row's."""
+    return {**rows, head[0]: head[1]}
+
+
 class TestRehydrate:
     async def test_reopened_store_gives_the_same_tree(
         self, open_store: StoreFactory, clock: FakeClock
@@ -92,7 +99,44 @@ class TestRehydrate:
         await _conversation(log, tree)
         head, branches = await database.run(_projection("s"))
         assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
-        assert branches == tree.branches
+        assert _as_loaded(head, branches) == tree.branches
+        inactive = {b: h for b, h in tree.branches.items() if b != tree.active_branch_id}
+        assert {b: h for b, h in branches.items() if b in inactive} == inactive
+
+    async def test_branch_rows_follow_switches_between_branches(
+        self, open_store: StoreFactory, clock: FakeClock
+    ) -> None:
+        """Appends leave the active branch's row alone; a branch left behind has its
+        head recorded, and a reopened store loads every branch's head and the active
+        branch as the replay does, however often the session moved between them."""
+        db = await open_store()
+        log = SessionLog(db, clock=clock)
+        tree = await log.load("s")
+        first = await say(log, tree, "first")
+        main_head = await reply(log, tree, "one")
+        await log.continue_from(tree, first.node_id)  # edits the first message: branch-1
+        await say(log, tree, "first, edited")
+        side_head = await reply(log, tree, "another answer")
+        await log.continue_from(tree, main_head.node_id)  # back to main
+        await say(log, tree, "main goes on")
+        await log.continue_from(tree, side_head.node_id)  # and to branch-1 again
+        await say(log, tree, "the side goes on")
+        assert sorted(tree.branches) == ["branch-1", "main"]
+        head, rows = await db.run(_projection("s"))
+        assert head[0] == "branch-1"
+        assert rows["main"] == tree.branches["main"]  # left behind: recorded
+        await log.close()
+        await db.close()
+
+        reopened = SessionLog(await open_store(), clock=clock)
+        with capture_logs() as logs:
+            loaded = await reopened.load("s")
+        assert logs == []  # no projection mismatch
+        assert loaded == tree
+        assert loaded.branches == tree.branches
+        assert (loaded.active_branch_id, loaded.head_id) == ("branch-1", tree.head_id)
+        await reply(reopened, loaded, "after the reload")
+        assert (await reopened.load("s")).path() == loaded.path()
 
     async def test_a_wrong_projection_is_logged_and_repaired(
         self, database: Database, clock: FakeClock
@@ -113,7 +157,35 @@ class TestRehydrate:
         assert logs[0]["session_key"] == "s"
         head, branches = await database.run(_projection("s"))
         assert head == (tree.active_branch_id, tree.head_id, tree.last_seq)
-        assert branches == tree.branches
+        assert _as_loaded(head, branches) == tree.branches
+
+    async def test_strings_that_need_quoting_survive_a_load(self, database: Database) -> None:
+        """Keys, node ids and texts with quotes, backslashes, newlines and non-ASCII
+        characters (an imported export may carry any) load back exactly."""
+        key = 'odd "key" \\ ünï\ncode'
+        tree = SessionTree(key)
+        parent: str | None = None
+        for seq, (node_id, text) in enumerate(
+            [('a"b', 'say "hi"\n\tthen \\ go'), ("c\\d", "✓ ünïcode"), ("e\nf", "")], start=1
+        ):
+            event = SessionEvent(
+                session_key=key,
+                node_id=node_id,
+                parent_id=parent,
+                seq=seq,
+                kind="user",
+                type="user_message",
+                payload={"text": text, "requested_mode": "normal"},
+                delivery_mode="normal",
+                created_at=T0 + timedelta(microseconds=seq),
+            )
+            tree.apply(event)
+            parent = node_id
+        log = SessionLog(database)
+        await log.import_tree(tree)
+        loaded = await log.load(key)
+        assert loaded == tree
+        assert [e.created_at for e in loaded.events] == [e.created_at for e in tree.events]
 
     async def test_unknown_key_is_an_empty_tree(self, database: Database) -> None:
         """Loading a session that never had events gives an empty tree, and stores nothing."""
@@ -190,6 +262,63 @@ class TestConcurrency:
         with pytest.raises(IntegrityError):
             await database.run(session_repository.write_events, [row], [head], [])
 
+    async def test_appended_rows_are_stored_as_core_stores_them(self, database: Database) -> None:
+        """Appends (straight to the driver on SQLite) store the very values a Core
+        insert of the same rows stores: payload JSON, UTC stamps, NULLs."""
+        stamp = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone(timedelta(hours=2)))
+        whole = stamp.replace(microsecond=0)  # no fraction: still written with one
+
+        def rows(key: str, at: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+            event = {
+                "session_key": key,
+                "seq": 1,
+                "node_id": f"{key:0>32}",
+                "parent_id": None,
+                "kind": "user",
+                "type": "user_message",
+                "payload": {"text": 'héllo "x"', "n": [1, None], "requested_mode": "normal"},
+                "delivery_mode": "normal",
+                "created_at": at,
+            }
+            head = {
+                "session_key": key,
+                "active_branch_id": "main",
+                "head_node_id": event["node_id"],
+                "last_seq": 1,
+                "updated_at": at,
+            }
+            return event, head
+
+        def store(conn: Connection) -> None:
+            for key, at in (("a", stamp), ("c", whole)):
+                event, head = rows(key, at)
+                session_repository.write_events(conn, [event], [head], [])
+            for key, at in (("b", stamp), ("d", whole)):
+                event, head = rows(key, at)
+                conn.execute(_EVENTS.insert(), [event])
+                conn.execute(_HEADS.insert(), [head])
+
+        def read(conn: Connection) -> dict[str, tuple[Any, ...]]:
+            texts = conn.execute(
+                select(
+                    _EVENTS.c.session_key,
+                    cast(_EVENTS.c.payload, Text),
+                    cast(_EVENTS.c.created_at, Text),
+                    cast(_HEADS.c.updated_at, Text),
+                    _EVENTS.c.delivery_mode,
+                    _EVENTS.c.parent_id,
+                ).join(_HEADS, _HEADS.c.session_key == _EVENTS.c.session_key)
+            ).all()
+            return {row[0]: tuple(row[1:]) for row in texts}
+
+        await database.run(store)
+        stored = await database.run(read)
+        assert stored["a"] == stored["b"]
+        assert stored["c"] == stored["d"]
+        loaded = await SessionLog(database).load("a")
+        assert loaded.events[0].created_at == stamp
+        assert loaded.events[0].payload["text"] == 'héllo "x"'
+
     async def test_one_conflict_does_not_fail_the_batch(self, database: Database) -> None:
         """A stale writer sharing a transaction with others fails alone."""
         log, other = SessionLog(database), SessionLog(database)
@@ -223,3 +352,35 @@ class TestConcurrency:
         assert stored == tree
         nxt = await say(log, tree, "again")
         assert nxt.seq == len(stored) + 1
+
+    async def test_settled_waits_for_the_write_of_a_cancelled_caller(
+        self, database: Database
+    ) -> None:
+        """A caller cancelled while its commit is under way leaves the write running;
+        ``settled`` returns once it has landed in the tree."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        entered, gate = asyncio.Event(), asyncio.Event()
+        run = database.run
+
+        async def held(fn: Any, /, *args: Any) -> Any:
+            entered.set()
+            await gate.wait()
+            return await run(fn, *args)
+
+        database.run = held  # type: ignore[method-assign]
+        try:
+            task = asyncio.get_running_loop().create_task(say(log, tree, "hello"))
+            await entered.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert len(tree) == 0  # not committed yet
+            waiter = asyncio.get_running_loop().create_task(log.settled("s"))
+            asyncio.get_running_loop().call_soon(gate.set)  # after the waiter has started
+            await waiter
+            assert [e.payload["text"] for e in tree.events] == ["hello"]
+        finally:
+            del database.run
+        assert await log.load("s") == tree
+        await log.settled("never-written")  # nothing pending: returns at once
