@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import core
+from tests.fixtures.source import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _imported_modules(path: Path) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from core import log_events
 from core.log_events import EVENT_FIELDS, OPTIONAL_FIELDS, LogEvent
 from core.logging import REDACTED, get_logger
+from tests.fixtures.source import parse
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "log-events.md"
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -217,7 +218,7 @@ def emitted_events() -> dict[str, set[str]]:
     root = Path(__file__).resolve().parents[2]
     for package in ("core", "adapters", "bot"):
         for path in (root / package).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(parse(path)):
                 if not (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)
