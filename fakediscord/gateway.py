@@ -140,9 +140,19 @@ class _Connection:
         future), or None for one asked to time an ACK (see the module doc)."""
         self.acks = 0
         """Heartbeat ACKs sent on this connection."""
+        self.writing = True
+        """False once the writer has ended: frames sent after that are dropped, or a
+        :meth:`Gateway.drain` would wait on the queue for ever (the reader may not
+        have seen the socket close yet, so the connection is still listed)."""
 
     def send(self, frame: Json) -> None:
-        self.queue.put_nowait(frame)
+        if self.writing:
+            self.queue.put_nowait(frame)
+
+    def finish(self) -> None:
+        """Tell the writer to stop once what is queued has been written."""
+        if self.writing:
+            self.queue.put_nowait(None)
 
     def probe(self) -> asyncio.Future[None]:
         """Ask for a heartbeat; the future resolves when it arrives (see module doc)."""
@@ -178,6 +188,7 @@ class _Connection:
                 finally:
                     self.queue.task_done()
         finally:
+            self.writing = False
             while not self.queue.empty():
                 self.queue.get_nowait()
                 self.queue.task_done()
@@ -326,7 +337,7 @@ class Gateway:
                 try:
                     await self._serve(conn, request)
                 finally:
-                    conn.queue.put_nowait(None)
+                    conn.finish()
         finally:
             self._connections.discard(conn)
             self._detach(conn, ws.close_code)

@@ -12,7 +12,7 @@ import discord
 import pytest
 
 from fakediscord import FakeDiscord
-from fakediscord.gateway import HEARTBEAT_ACK
+from fakediscord.gateway import HEARTBEAT_ACK, _Connection
 from tests.fakediscord.conftest import TOKEN, WAIT, Clients, World, intents
 
 INTERVAL = 41.25
@@ -282,6 +282,33 @@ class TestHeartbeats:
         assert fake.gateway.heartbeat_acks(world.bot.id) == before + 1
         (connection,) = [c for c in fake.gateway._connections if c.session]
         assert not connection.probes
+
+
+class _DeadSocket:
+    """A websocket whose peer was killed: every write fails."""
+
+    async def send_str(self, data: str) -> None:
+        raise ConnectionResetError("the peer is gone")
+
+    send_bytes = send_str
+
+
+class TestADeadConnection:
+    async def test_frames_after_its_writer_ended_never_hold_a_drain(self) -> None:
+        """A bot killed mid-session: its writer ends on the failed write while the reader
+        has not yet seen the socket close. Dispatches meanwhile (a user's next message)
+        must not leave frames no one will take, or ``user_says`` waits for ever."""
+        connection = _Connection(_DeadSocket(), None)  # type: ignore[arg-type]
+        writer = asyncio.create_task(connection.write_loop())
+        connection.send({"op": 0, "t": "MESSAGE_CREATE", "d": {}})
+        await writer  # the write failed: the writer ended
+
+        connection.send({"op": 0, "t": "MESSAGE_CREATE", "d": {}})
+        connection.finish()  # the reader noticed at last
+
+        assert connection.queue.empty()
+        async with asyncio.timeout(WAIT):  # a guard: with the bug this never returns
+            await connection.queue.join()
 
 
 def _collect(
