@@ -129,10 +129,9 @@ async def postmaster_pid() -> int:
 
     conn = await asyncpg.connect(PG_DSN)
     try:
-        backend: int = await conn.fetchval("SELECT pg_backend_pid()")
+        return parent_pid(await conn.fetchval("SELECT pg_backend_pid()"))  # while it lives
     finally:
         await conn.close()
-    return parent_pid(backend)
 
 
 @dataclass(frozen=True)
