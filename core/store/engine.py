@@ -27,9 +27,39 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from core.errors import StoreError
 
-__all__ = ["SUPPORTED_DRIVERS", "create_engine", "parse_url", "redacted_url", "sqlite_pragmas"]
+__all__ = [
+    "PG_MAX_OVERFLOW",
+    "PG_POOL_SIZE",
+    "SUPPORTED_DRIVERS",
+    "create_engine",
+    "parse_url",
+    "redacted_url",
+    "sqlite_pragmas",
+]
 
 SUPPORTED_DRIVERS = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
+
+PG_POOL_SIZE = 20
+"""PostgreSQL connections a process keeps open between units of work.
+
+A burst of 100 spawns at once wants a connection for each of their units of
+work. SQLAlchemy's default pool (5 kept, 10 more on demand) closed every
+connection beyond the fifth as soon as it came back, so each burst paid for
+new connections again: a backend forked by the server, the startup and type
+introspection round trips, the dialect's per-connection set-up. Twenty kept
+open cover the units of work a process has truly in flight at once (it is one
+thread: a unit holds its connection for a few round trips, and the rest of a
+spawn's time is Python or the model), and the others wait their turn in the
+pool's queue, which costs nothing on the server.
+"""
+PG_MAX_OVERFLOW = 20
+"""Connections opened beyond :data:`PG_POOL_SIZE` in a burst, closed when returned.
+
+A process then holds at most 40 pooled connections, plus one for the change
+feed and one for its liveness lock: two processes fit PostgreSQL's default
+``max_connections = 100`` with room for tools and administration. More
+processes need a larger ``max_connections``.
+"""
 
 
 def sqlite_pragmas(busy_timeout_ms: int) -> tuple[str, ...]:
@@ -70,7 +100,10 @@ def create_engine(
     """Build the engine for ``url``: synchronous for ``sqlite://``, asyncio otherwise.
 
     ``pg_schema`` puts every table of a PostgreSQL store in that schema (it must
-    exist); several deployments, or test runs, can then share one database.
+    exist); several deployments, or test runs, can then share one database. A
+    PostgreSQL pool keeps :data:`PG_POOL_SIZE` connections and does not ping them
+    at checkout (see :meth:`core.store.database.Database.run` for what happens to
+    one the server dropped).
     """
     parsed = parse_url(url)
     if parsed.drivername.startswith("sqlite"):
@@ -88,7 +121,11 @@ def create_engine(
             sync = engine.sync_engine
         _install_sqlite_pragmas(sync, busy_timeout_ms)
         return engine
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    # No pool_pre_ping: it cost a round trip per checkout (a BEGIN, a ping and a
+    # ROLLBACK with asyncpg). A connection the server dropped meanwhile fails at
+    # its unit of work's first statement instead, and Database.run runs that unit
+    # again on a new connection.
+    kwargs: dict[str, Any] = {"pool_size": PG_POOL_SIZE, "max_overflow": PG_MAX_OVERFLOW}
     if pg_schema:
         kwargs["connect_args"] = {"server_settings": {"search_path": pg_schema}}
     return create_async_engine(parsed, **kwargs)
