@@ -39,27 +39,30 @@ __all__ = [
 
 SUPPORTED_DRIVERS = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
 
-PG_POOL_SIZE = 20
-"""PostgreSQL connections a process keeps open between units of work.
+PG_POOL_SIZE = 40
+"""PostgreSQL connections a process keeps open, all of them, between units of work.
 
-A burst of 100 spawns at once wants a connection for each of their units of
-work. SQLAlchemy's default pool (5 kept, 10 more on demand) closed every
-connection beyond the fifth as soon as it came back, so each burst paid for
-new connections again: a backend forked by the server, the startup and type
-introspection round trips, the dialect's per-connection set-up. Twenty kept
-open cover the units of work a process has truly in flight at once (it is one
-thread: a unit holds its connection for a few round trips, and the rest of a
-spawn's time is Python or the model), and the others wait their turn in the
-pool's queue, which costs nothing on the server.
-"""
-PG_MAX_OVERFLOW = 20
-"""Connections opened beyond :data:`PG_POOL_SIZE` in a burst, closed when returned.
+With 100 and more spawns in flight, a process has dozens of units of work
+waiting for a connection at once. A pool only keeps ``pool_size`` connections:
+any opened beyond it (SQLAlchemy's "overflow") is closed as soon as it is
+returned, so a load above the kept size reconnects all the time, and each
+connection costs a backend forked by the server, the startup and the driver's
+type introspection round trips, and statements prepared again. SQLAlchemy's
+default (5 kept, 10 more on demand) did that at every burst; so did 20 kept
+plus 20 on demand under bench_shards' 200 spawns in flight (a few percent better
+than the default per bot CPU-second, where 40 kept gained over 15%). Forty kept,
+and none on demand, removes the churn: a process is one thread, so more units
+in flight than that only wait longer for the same CPU, and they wait in the
+pool's queue, which costs the server nothing.
 
 A process then holds at most 40 pooled connections, plus one for the change
 feed and one for its liveness lock: two processes fit PostgreSQL's default
 ``max_connections = 100`` with room for tools and administration. More
-processes need a larger ``max_connections``.
+processes need a larger ``max_connections`` (or a smaller pool).
 """
+PG_MAX_OVERFLOW = 0
+"""Connections opened beyond :data:`PG_POOL_SIZE` in a burst: none, as they would be
+closed again the moment they were returned (see :data:`PG_POOL_SIZE`)."""
 
 
 def sqlite_pragmas(busy_timeout_ms: int) -> tuple[str, ...]:
