@@ -84,6 +84,9 @@ def _take_statement(insert: Any) -> Any:
 
 _TAKE = {"sqlite": _take_statement(sqlite.insert), "postgresql": _take_statement(postgresql.insert)}
 _HOLDER = select(_L.c.owner).where(_L.c.kind == bindparam("kind"), _L.c.key == bindparam("key"))
+_RELEASE = delete(_L).where(
+    _L.c.kind == bindparam("kind"), _L.c.key == bindparam("key"), _L.c.owner == bindparam("owner")
+)
 
 
 def take(
@@ -99,7 +102,7 @@ def take(
 
 def release(conn: Connection, kind: LeaseKind, key: str, *, owner: str) -> None:
     """Give the lease up (only our own: a lease taken over by another stays theirs)."""
-    conn.execute(delete(_L).where(_L.c.kind == kind, _L.c.key == key, _L.c.owner == owner))
+    conn.execute(_RELEASE, {"kind": kind, "key": key, "owner": owner})
 
 
 def abandoned(
