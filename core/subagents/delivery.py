@@ -137,6 +137,32 @@ class CompletionDelivery:
             )
         )
 
+    async def complete(
+        self, subagent: SubagentRecord, completion_id: str, outcome: Outcome, result: str
+    ) -> PendingCompletion | None:
+        """Save ``subagent`` (moved to its outcome), record its completion and claim it
+        for posting, in one transaction (three were one each); pass the claimed row to
+        :meth:`deliver`. None when this completion id was recorded before: then
+        :meth:`deliver` claims it as usual.
+
+        Claimed at once, a crash before the post leaves the row ``sending`` under our
+        lease, which the successor resolves by looking in the destination first: never
+        a second post.
+        """
+        now = self.clock.now()
+        return await self._db.run(
+            lambda conn: repository.complete(
+                conn,
+                subagent,
+                completion_id=completion_id,
+                outcome=outcome,
+                result=result,
+                at=now,
+                owner=self.leases.owner,
+                until=now + self.leases.ttl,
+            )
+        )
+
     async def recover(self) -> list[PendingCompletion]:
         """The completions no live process is delivering: a previous or dead process's.
 
@@ -148,13 +174,21 @@ class CompletionDelivery:
             lambda conn: repository.recover_pending(conn, owner=self.leases.owner, now=now)
         )
 
-    async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
+    async def deliver(
+        self,
+        completion_id: str,
+        subagent: SubagentRecord,
+        claimed: PendingCompletion | None = None,
+    ) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
 
-        Returns True when this call posted it.
+        ``claimed``: the row as :meth:`complete` claimed it for this call; without it
+        the row is claimed here first. Returns True when this call posted it.
         """
+        row = claimed
         while True:
-            row = await self._db.run(self._claim, completion_id, self.clock.now())
+            if row is None:
+                row = await self._db.run(self._claim, completion_id, self.clock.now())
             if row is None:
                 return False  # delivered, being delivered, or given up on
             try:
@@ -177,6 +211,7 @@ class CompletionDelivery:
                 if give_up:
                     return False
                 await self.clock.sleep(self._retry_seconds * row.attempts)
+                row = None
                 continue
             return True
 

@@ -138,7 +138,6 @@ class SubagentService:
             runtime,
             bindings,
             delivery,
-            save=self._save,
             name_of=self.name_of,
             clock=self.clock,
             timeout_seconds=timeout_seconds,
