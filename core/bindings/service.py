@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, get_args
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core import log_events
@@ -210,8 +211,13 @@ class SessionBindingService:
         scope: str | None = None,
         idle_timeout_ms: int | None = None,
         max_age_ms: int | None = None,
+        also: Callable[[Connection, SessionBindingRecord], None] | None = None,
     ) -> SessionBindingRecord:
         """Bind a session to a conversation, creating the conversation when its id is empty.
+
+        ``also`` writes the caller's own rows in the binding's transaction, given the
+        new binding (a spawn records its subagent running in that thread): both are
+        committed, or neither is.
 
         ``scope`` is where the conversation is (a Discord guild id): its flags set the
         binding's windows, and the process on its shard answers for it.
@@ -259,7 +265,7 @@ class SessionBindingService:
             )
             # Shielded: once the row is on its way to the store, a cancelled
             # caller must not leave the store and the indexes disagreeing.
-            await asyncio.shield(self._insert_and_index(record))
+            await asyncio.shield(self._insert_and_index(record, also))
         finally:
             self._reserved.discard(key)
 
@@ -339,13 +345,22 @@ class SessionBindingService:
             max_age_ms=max_age,
         )
 
-    async def _insert_and_index(self, record: SessionBindingRecord) -> None:
+    async def _insert_and_index(
+        self,
+        record: SessionBindingRecord,
+        also: Callable[[Connection, SessionBindingRecord], None] | None = None,
+    ) -> None:
+        def insert(conn: Connection) -> None:
+            BindingRepository(conn).insert(record)
+            if also is not None:
+                also(conn, record)
+
         with store_errors(
             f"could not record the binding of {record.conversation.describe()}",
             then="nothing was bound",
         ):
             try:
-                await self._db.run(lambda conn: BindingRepository(conn).insert(record))
+                await self._db.run(insert)
             except IntegrityError as exc:
                 # Another process bound the same conversation first.
                 raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
