@@ -374,11 +374,16 @@ class SessionBindingService:
         target_session_key: str | None = None,
         *,
         reason: str,
+        also: Callable[[Connection], None] | None = None,
     ) -> list[SessionBindingRecord]:
         """End one binding (by id) or every binding of a session; returns what ended.
 
         Nothing live to end is not an error: the result is empty, which makes
         a retried unbind, or one racing the sweeper, harmless.
+
+        ``also`` is the caller's own write, committed once by the time this returns:
+        in the first binding's end transaction (a delivered announcement's mark and
+        its run-mode thread let go), or on its own when there is nothing to end.
         """
         if binding_id is None and target_session_key is None:
             raise BindingError("unbind needs a binding_id or a target_session_key")
@@ -395,9 +400,12 @@ class SessionBindingService:
             targets = self.active_for_session(target_session_key)
         ended: list[SessionBindingRecord] = []
         for record in targets:
-            result = await self._end(record, reason)
+            result = await self._end(record, reason, also=also)
+            also = None  # committed with that end, whatever its outcome
             if result is not None:
                 ended.append(result)
+        if also is not None:
+            await self._db.run(also)
         return ended
 
     async def _end(
@@ -407,11 +415,12 @@ class SessionBindingService:
         *,
         idle_before: datetime | None = None,
         expired: bool = False,
+        also: Callable[[Connection], None] | None = None,
     ) -> SessionBindingRecord | None:
         # Shielded: a cancelled caller must not strand a binding half-ended
         # (``ending`` in memory, ended in the store, no farewell).
         end = asyncio.ensure_future(
-            self._end_now(record, reason, idle_before=idle_before, expired=expired)
+            self._end_now(record, reason, idle_before=idle_before, expired=expired, also=also)
         )
         self._ending.add(end)
         end.add_done_callback(self._ending.discard)
@@ -424,6 +433,7 @@ class SessionBindingService:
         *,
         idle_before: datetime | None,
         expired: bool,
+        also: Callable[[Connection], None] | None = None,
     ) -> SessionBindingRecord | None:
         """Persist the end of one live binding, then drop it from the indexes.
 
@@ -441,15 +451,20 @@ class SessionBindingService:
                 f"could not record the end of binding {record.binding_id}",
                 then="it is still bound",
             ):
-                done = await self._db.run(
-                    lambda conn: BindingRepository(conn).end(
+
+                def end(conn: Connection) -> bool:
+                    ended = BindingRepository(conn).end(
                         record.binding_id,
                         at=now,
                         reason=reason,
                         last_activity_at=pending or record.last_activity_at,
                         idle_before=idle_before,
                     )
-                )
+                    if also is not None:
+                        also(conn)
+                    return ended
+
+                done = await self._db.run(end)
         except StoreError:
             # Not ended after all: back to active, with its queued activity.
             self._index.replace(record)

@@ -10,7 +10,8 @@ the timeout, which cancels the turn), then completes it:
 3. the parent told: a ``subagent.child_finished`` event, and a steer from
    the system with the result while the parent still runs;
 4. the announcement delivered once, then a run-mode thread let go with a
-   farewell, then the finished observers told.
+   farewell (its end and the announcement's delivered mark one commit),
+   then the finished observers told.
 
 Each step checks what is already recorded, so running it again (after a
 restart, say) repeats nothing.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+from sqlalchemy import Connection
 
 from core.agent.agent import Agent
 from core.agent.messages import SYSTEM_AUTHOR_PREFIX
@@ -180,10 +183,19 @@ class TaskCompletion:
     async def _finish(
         self, record: SubagentRecord, completion_id: str, claimed: PendingCompletion | None
     ) -> None:
-        await self._delivery.deliver(completion_id, record, claimed)
-        if record.mode == "run" and record.binding_id is not None:
-            why = "run-complete" if record.state == "completed" else "run-failed"
-            await self._bindings.unbind(target_session_key=record.session_key, reason=why)
+        if record.mode != "run" or record.binding_id is None:
+            await self._delivery.deliver(completion_id, record, claimed)
+            self._publish(SubagentFinished(record))
+            return
+        why = "run-complete" if record.state == "completed" else "run-failed"
+        key = record.session_key
+
+        async def let_go(mark: Callable[[Connection], None]) -> None:
+            """The thread's end and the announcement's delivered mark: one commit."""
+            await self._bindings.unbind(target_session_key=key, reason=why, also=mark)
+
+        if not await self._delivery.deliver(completion_id, record, claimed, then=let_go):
+            await self._bindings.unbind(target_session_key=key, reason=why)
         self._publish(SubagentFinished(record))
 
     async def _tell_parent(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -109,6 +110,31 @@ class TestBindAndRestart:
         assert service.resolve_by_conversation(conv("t2")) is None
         assert len(await owner.holders("session")) == 1
         assert (await service.bind("agent:2", "subagent", conv("t2"))).conversation == conv("t2")
+
+    async def test_unbind_commits_the_callers_write_once(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """With the first binding's end, or alone when nothing is live to end."""
+        service = await service_on(database, clock)
+        owner = Leases(database, owner="p", clock=clock)
+        now = clock.now()
+        runs: list[str] = []
+
+        def lease(key: str) -> Callable[[Connection], None]:
+            def write(conn: Connection) -> None:
+                runs.append(key)
+                take(conn, "session", key, owner="p", now=now, until=now + owner.ttl)
+
+            return write
+
+        await service.bind("agent:1", "subagent", conv("t1"))
+        await service.bind("agent:1", "subagent", conv("t2"))
+        ended = await service.unbind(target_session_key="agent:1", reason="done", also=lease("a"))
+        assert len(ended) == 2
+        again = await service.unbind(target_session_key="agent:1", reason="done", also=lease("b"))
+        assert again == []
+        assert runs == ["a", "b"]
+        assert await owner.holders("session") == {"a": "p", "b": "p"}
 
     async def test_failed_intro_keeps_binding(self, database: Database, clock: FakeClock) -> None:
         """The intro is a side effect; its failure does not undo a committed bind."""

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from core.clock import FakeClock
-from core.errors import BindingError, FeatureDisabled, ProviderError
+from core.errors import BindingError, FeatureDisabled, ProviderError, StoreError
 from core.leases import Leases
 from core.providers.types import ToolCall
 from core.store import Database
@@ -415,12 +415,12 @@ async def test_a_late_start_leaves_this_processs_posts_in_flight_alone(h: Harnes
 class TestStoreWork:
     """What one subagent's life asks of the store, beside its session log."""
 
-    async def test_a_life_is_five_transactions_beside_the_session_log(
+    async def test_a_life_is_four_transactions_beside_the_session_log(
         self, database: Database, clock: FakeClock
     ) -> None:
         """The row with the session's lease; the binding with the row running; at the end
-        the row, the completion recorded and claimed; the delivered mark; the binding's
-        end. Not a load of the new session, not a transaction per write."""
+        the row, the completion recorded and claimed; the delivered mark with the run-mode
+        thread's end. Not a load of the new session, not a transaction per write."""
         units: list[str] = []
         run = database.run
 
@@ -438,7 +438,7 @@ class TestStoreWork:
             await h.service.spawn(h.request(thread=True))
             await h.settle()
             assert len(h.sink.bound) == 1
-            assert len(units) == 5, units
+            assert len(units) == 4, units
         finally:
             await h.close()
             database.run = run  # type: ignore[method-assign]
@@ -477,3 +477,22 @@ class TestStoreWork:
             go_on.set()
             await first.close()
             await second.close()
+
+    async def test_a_failed_thread_end_still_marks_the_announcement_delivered(
+        self, h: Harness
+    ) -> None:
+        """The delivered mark rides on the thread's end; if that end fails the mark is
+        committed on its own, and the announcement is never posted again."""
+        unbind = h.bindings.unbind
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("also") is not None:
+                raise StoreError("the store went away")
+            return await unbind(*args, **kwargs)
+
+        h.bindings.unbind = failing  # type: ignore[method-assign]
+        await h.service.spawn(h.request(thread=True))
+        await h.settle()
+        assert len(h.sink.posts) == 1
+        assert list((await h.database.run(repository.delivery_statuses)).values()) == ["delivered"]
+        assert await h.service.delivery.leases.holders("completion") == {}
