@@ -102,6 +102,11 @@ class SessionRuntime:
         self._restarts: set[asyncio.Task[None]] = set()
         self._publish = publish
 
+    @property
+    def leases(self) -> Leases | None:
+        """The leases starting an agent takes (None: one process, nothing to take)."""
+        return self._leases
+
     def resident(self) -> list[str]:
         """Session keys with an agent in memory."""
         return list(self._entries)
@@ -113,6 +118,21 @@ class SessionRuntime:
 
     async def get(self, session_key: str, /) -> Agent:
         """The session's agent, started and rehydrated on first use."""
+        return await self._get(session_key, None, leased=False)
+
+    async def start_new(self, tree: SessionTree, /, *, leased: bool = False) -> Agent:
+        """The agent of a session this process has just created, started from ``tree``.
+
+        A spawn mints a new key and writes its first events through ``tree``, which
+        then holds everything the store does: loading it back would be three SELECTs
+        for what is in memory already, on the path of every spawn. ``leased``: the
+        caller took the session's lease (see :attr:`leases`) in the transaction that
+        made the session visible to other processes, so it is not taken again. An
+        agent already resident (someone wrote in the new thread first) is returned.
+        """
+        return await self._get(tree.session_key, tree, leased=leased)
+
+    async def _get(self, session_key: str, new: SessionTree | None, *, leased: bool) -> Agent:
         entry = self._entries.get(session_key)
         if entry is not None:
             entry.last_used = self.clock.now()
@@ -122,8 +142,9 @@ class SessionRuntime:
             async with lock:
                 entry = self._entries.get(session_key)
                 if entry is None:
-                    await self._take_lease(session_key)
-                    agent, interrupted, withdrawn = await self._start(session_key)
+                    if not leased:
+                        await self._take_lease(session_key)
+                    agent, interrupted, withdrawn = await self._start(session_key, new)
                     entry = _Entry(agent, self.clock.now())
                     self._entries[session_key] = entry
                     self._publish(AgentStarted(agent))
@@ -167,11 +188,12 @@ class SessionRuntime:
         return await self.get(session_key)
 
     async def _start(
-        self, session_key: str
+        self, session_key: str, new: SessionTree | None = None
     ) -> tuple[Agent, str | None, tuple[PendingApproval, ...]]:
         """The agent, the id of a turn a dead process left cut off (now closed), and the
-        approval requests that turn left open (now withdrawn)."""
-        tree = await self._log.load(session_key)
+        approval requests that turn left open (now withdrawn). ``new``: the tree of a
+        session just created here, used as it is instead of loaded."""
+        tree = new if new is not None else await self._log.load(session_key)
         interrupted, withdrawn = await self._close_interrupted_turn(tree)
         agent = self._factory(tree, self._log, self._crashed)
         agent.subscribe(self._on_event)

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, get_args
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core import log_events
@@ -210,8 +211,13 @@ class SessionBindingService:
         scope: str | None = None,
         idle_timeout_ms: int | None = None,
         max_age_ms: int | None = None,
+        also: Callable[[Connection, SessionBindingRecord], None] | None = None,
     ) -> SessionBindingRecord:
         """Bind a session to a conversation, creating the conversation when its id is empty.
+
+        ``also`` writes the caller's own rows in the binding's transaction, given the
+        new binding (a spawn records its subagent running in that thread): both are
+        committed, or neither is.
 
         ``scope`` is where the conversation is (a Discord guild id): its flags set the
         binding's windows, and the process on its shard answers for it.
@@ -259,7 +265,7 @@ class SessionBindingService:
             )
             # Shielded: once the row is on its way to the store, a cancelled
             # caller must not leave the store and the indexes disagreeing.
-            await asyncio.shield(self._insert_and_index(record))
+            await asyncio.shield(self._insert_and_index(record, also))
         finally:
             self._reserved.discard(key)
 
@@ -339,13 +345,22 @@ class SessionBindingService:
             max_age_ms=max_age,
         )
 
-    async def _insert_and_index(self, record: SessionBindingRecord) -> None:
+    async def _insert_and_index(
+        self,
+        record: SessionBindingRecord,
+        also: Callable[[Connection, SessionBindingRecord], None] | None = None,
+    ) -> None:
+        def insert(conn: Connection) -> None:
+            BindingRepository(conn).insert(record)
+            if also is not None:
+                also(conn, record)
+
         with store_errors(
             f"could not record the binding of {record.conversation.describe()}",
             then="nothing was bound",
         ):
             try:
-                await self._db.run(lambda conn: BindingRepository(conn).insert(record))
+                await self._db.run(insert)
             except IntegrityError as exc:
                 # Another process bound the same conversation first.
                 raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
@@ -359,11 +374,16 @@ class SessionBindingService:
         target_session_key: str | None = None,
         *,
         reason: str,
+        also: Callable[[Connection], None] | None = None,
     ) -> list[SessionBindingRecord]:
         """End one binding (by id) or every binding of a session; returns what ended.
 
         Nothing live to end is not an error: the result is empty, which makes
         a retried unbind, or one racing the sweeper, harmless.
+
+        ``also`` is the caller's own write, committed once by the time this returns:
+        in the first binding's end transaction (a delivered announcement's mark and
+        its run-mode thread let go), or on its own when there is nothing to end.
         """
         if binding_id is None and target_session_key is None:
             raise BindingError("unbind needs a binding_id or a target_session_key")
@@ -380,9 +400,12 @@ class SessionBindingService:
             targets = self.active_for_session(target_session_key)
         ended: list[SessionBindingRecord] = []
         for record in targets:
-            result = await self._end(record, reason)
+            result = await self._end(record, reason, also=also)
+            also = None  # committed with that end, whatever its outcome
             if result is not None:
                 ended.append(result)
+        if also is not None:
+            await self._db.run(also)
         return ended
 
     async def _end(
@@ -392,11 +415,12 @@ class SessionBindingService:
         *,
         idle_before: datetime | None = None,
         expired: bool = False,
+        also: Callable[[Connection], None] | None = None,
     ) -> SessionBindingRecord | None:
         # Shielded: a cancelled caller must not strand a binding half-ended
         # (``ending`` in memory, ended in the store, no farewell).
         end = asyncio.ensure_future(
-            self._end_now(record, reason, idle_before=idle_before, expired=expired)
+            self._end_now(record, reason, idle_before=idle_before, expired=expired, also=also)
         )
         self._ending.add(end)
         end.add_done_callback(self._ending.discard)
@@ -409,6 +433,7 @@ class SessionBindingService:
         *,
         idle_before: datetime | None,
         expired: bool,
+        also: Callable[[Connection], None] | None = None,
     ) -> SessionBindingRecord | None:
         """Persist the end of one live binding, then drop it from the indexes.
 
@@ -426,15 +451,20 @@ class SessionBindingService:
                 f"could not record the end of binding {record.binding_id}",
                 then="it is still bound",
             ):
-                done = await self._db.run(
-                    lambda conn: BindingRepository(conn).end(
+
+                def end(conn: Connection) -> bool:
+                    ended = BindingRepository(conn).end(
                         record.binding_id,
                         at=now,
                         reason=reason,
                         last_activity_at=pending or record.last_activity_at,
                         idle_before=idle_before,
                     )
-                )
+                    if also is not None:
+                        also(conn)
+                    return ended
+
+                done = await self._db.run(end)
         except StoreError:
             # Not ended after all: back to active, with its queued activity.
             self._index.replace(record)

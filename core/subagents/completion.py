@@ -3,13 +3,15 @@
 A watcher waits for the task's end (the agent idle with nothing queued, or
 the timeout, which cancels the turn), then completes it:
 
-1. ``subagent.completed`` in the child's log, and its ``subagents`` row
-   moved to the outcome's state with its usage;
-2. the completion in the outbox (:mod:`core.subagents.delivery`);
+1. ``subagent.completed`` in the child's log;
+2. in one transaction, its ``subagents`` row moved to the outcome's state
+   with its usage, and the completion recorded in the outbox and claimed
+   for posting (:mod:`core.subagents.delivery`);
 3. the parent told: a ``subagent.child_finished`` event, and a steer from
    the system with the result while the parent still runs;
 4. the announcement delivered once, then a run-mode thread let go with a
-   farewell, then the finished observers told.
+   farewell (its end and the announcement's delivered mark one commit),
+   then the finished observers told.
 
 Each step checks what is already recorded, so running it again (after a
 restart, say) repeats nothing.
@@ -18,8 +20,10 @@ restart, say) repeats nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
+
+from sqlalchemy import Connection
 
 from core.agent.agent import Agent
 from core.agent.messages import SYSTEM_AUTHOR_PREFIX
@@ -37,13 +41,11 @@ from core.subagents.events import (
 )
 from core.subagents.outcome import parent_message, task_outcome
 from core.subagents.records import Outcome, SubagentFinished, SubagentRecord, outcome_state
+from core.subagents.repository import PendingCompletion
 
 __all__ = ["TaskCompletion"]
 
 _log = get_logger("core.subagents")
-
-
-Save = Callable[[SubagentRecord], Awaitable[SubagentRecord]]
 
 
 class TaskCompletion:
@@ -55,7 +57,6 @@ class TaskCompletion:
         bindings: SessionBindingService,
         delivery: CompletionDelivery,
         *,
-        save: Save,
         name_of: Callable[[SubagentRecord], str],
         clock: Clock,
         timeout_seconds: float | None,
@@ -65,7 +66,6 @@ class TaskCompletion:
         self._runtime = runtime
         self._bindings = bindings
         self._delivery = delivery
-        self._save = save
         self._name_of = name_of
         self._clock = clock
         self._timeout = timeout_seconds
@@ -139,16 +139,15 @@ class TaskCompletion:
                 )
             )
         usage = agent.tree.total_usage
-        record = await self._save(
-            record.moved(
-                outcome_state(outcome, record.mode),
-                self._clock.now(),
-                outcome_reason=reason,
-                tokens=usage.prompt_tokens + usage.completion_tokens,
-                cost_usd=usage.cost_usd or 0.0,
-            )
+        record = record.moved(
+            outcome_state(outcome, record.mode),
+            self._clock.now(),
+            outcome_reason=reason,
+            tokens=usage.prompt_tokens + usage.completion_tokens,
+            cost_usd=usage.cost_usd or 0.0,
         )
-        fresh = await self._delivery.record(completion_id, key, outcome, result)
+        claimed = await self._delivery.complete(record, completion_id, outcome, result)
+        fresh = claimed is not None
         _log.info(
             "subagent.completed",
             session_key=key,
@@ -158,14 +157,21 @@ class TaskCompletion:
         )
         if record.parent_session_key:
             await self._tell_parent(record, completion_id, outcome, result)
-        await self.finish(record, completion_id)
+        await self.finish(record, completion_id, claimed)
 
-    async def finish(self, record: SubagentRecord, completion_id: str) -> None:
-        """Announce (once), then let a run-mode subagent's thread go with a farewell."""
+    async def finish(
+        self,
+        record: SubagentRecord,
+        completion_id: str,
+        claimed: PendingCompletion | None = None,
+    ) -> None:
+        """Announce (once), then let a run-mode subagent's thread go with a farewell.
+
+        ``claimed``: the outbox row, already claimed for this call to post."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._finishing.add(done)
         try:
-            await self._finish(record, completion_id)
+            await self._finish(record, completion_id, claimed)
         finally:
             self._finishing.discard(done)
             done.set_result(None)
@@ -174,11 +180,22 @@ class TaskCompletion:
         """Announcements under way (with their farewells), each done when it has ended."""
         return list(self._finishing)
 
-    async def _finish(self, record: SubagentRecord, completion_id: str) -> None:
-        await self._delivery.deliver(completion_id, record)
-        if record.mode == "run" and record.binding_id is not None:
-            why = "run-complete" if record.state == "completed" else "run-failed"
-            await self._bindings.unbind(target_session_key=record.session_key, reason=why)
+    async def _finish(
+        self, record: SubagentRecord, completion_id: str, claimed: PendingCompletion | None
+    ) -> None:
+        if record.mode != "run" or record.binding_id is None:
+            await self._delivery.deliver(completion_id, record, claimed)
+            self._publish(SubagentFinished(record))
+            return
+        why = "run-complete" if record.state == "completed" else "run-failed"
+        key = record.session_key
+
+        async def let_go(mark: Callable[[Connection], None]) -> None:
+            """The thread's end and the announcement's delivered mark: one commit."""
+            await self._bindings.unbind(target_session_key=key, reason=why, also=mark)
+
+        if not await self._delivery.deliver(completion_id, record, claimed, then=let_go):
+            await self._bindings.unbind(target_session_key=key, reason=why)
         self._publish(SubagentFinished(record))
 
     async def _tell_parent(

@@ -89,6 +89,9 @@ class SinkRegistry(PerAccount[CompletionSink]):
 
 NameOf = Callable[[SubagentRecord], str]
 
+Commit = Callable[[Callable[[Connection], None]], Awaitable[object]]
+"""Commits a unit of work together with the caller's own write (see :meth:`deliver`)."""
+
 
 class Undeliverable(DeliveryError):
     """Nowhere to post, now or later (no binding and no requester): not retried."""
@@ -137,6 +140,32 @@ class CompletionDelivery:
             )
         )
 
+    async def complete(
+        self, subagent: SubagentRecord, completion_id: str, outcome: Outcome, result: str
+    ) -> PendingCompletion | None:
+        """Save ``subagent`` (moved to its outcome), record its completion and claim it
+        for posting, in one transaction (three were one each); pass the claimed row to
+        :meth:`deliver`. None when this completion id was recorded before: then
+        :meth:`deliver` claims it as usual.
+
+        Claimed at once, a crash before the post leaves the row ``sending`` under our
+        lease, which the successor resolves by looking in the destination first: never
+        a second post.
+        """
+        now = self.clock.now()
+        return await self._db.run(
+            lambda conn: repository.complete(
+                conn,
+                subagent,
+                completion_id=completion_id,
+                outcome=outcome,
+                result=result,
+                at=now,
+                owner=self.leases.owner,
+                until=now + self.leases.ttl,
+            )
+        )
+
     async def recover(self) -> list[PendingCompletion]:
         """The completions no live process is delivering: a previous or dead process's.
 
@@ -148,17 +177,30 @@ class CompletionDelivery:
             lambda conn: repository.recover_pending(conn, owner=self.leases.owner, now=now)
         )
 
-    async def deliver(self, completion_id: str, subagent: SubagentRecord) -> bool:
+    async def deliver(
+        self,
+        completion_id: str,
+        subagent: SubagentRecord,
+        claimed: PendingCompletion | None = None,
+        *,
+        then: Commit | None = None,
+    ) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
 
-        Returns True when this call posted it.
+        ``claimed``: the row as :meth:`complete` claimed it for this call; without it
+        the row is claimed here first. ``then``: what comes next, handed the delivered
+        mark to commit in its own transaction (a run-mode thread's end), one commit
+        where there were two; if it fails, the mark is committed alone. Returns True
+        when this call posted it.
         """
+        row = claimed
         while True:
-            row = await self._db.run(self._claim, completion_id, self.clock.now())
+            if row is None:
+                row = await self._db.run(self._claim, completion_id, self.clock.now())
             if row is None:
                 return False  # delivered, being delivered, or given up on
             try:
-                await self._post(row, subagent)
+                await self._post(row, subagent, then)
             except DeliveryError as exc:
                 give_up = isinstance(exc, Undeliverable) or row.attempts >= self._max_attempts
                 log_events.emit(
@@ -177,6 +219,7 @@ class CompletionDelivery:
                 if give_up:
                     return False
                 await self.clock.sleep(self._retry_seconds * row.attempts)
+                row = None
                 continue
             return True
 
@@ -189,13 +232,15 @@ class CompletionDelivery:
     def _release(self, conn: Connection, completion_id: str, give_up: bool) -> None:
         repository.release(conn, completion_id, give_up, owner=self.leases.owner)
 
-    async def _post(self, row: PendingCompletion, subagent: SubagentRecord) -> None:
+    async def _post(
+        self, row: PendingCompletion, subagent: SubagentRecord, then: Commit | None
+    ) -> None:
         resolution = self._router.resolve_destination(
             target_session_key=subagent.session_key, requester=subagent.requester
         )
         if resolution.binding is not None:
             try:
-                await self._post_bound(row, subagent, resolution)
+                await self._post_bound(row, subagent, resolution, then)
                 return
             except DeliveryError:
                 resolution = self._router.resolve_destination(
@@ -203,10 +248,14 @@ class CompletionDelivery:
                 )
                 if resolution.binding is not None:
                     raise  # the thread is there: retry it, never reroute silently
-        await self._post_fallback(row, subagent, resolution)
+        await self._post_fallback(row, subagent, resolution, then)
 
     async def _post_bound(
-        self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
+        self,
+        row: PendingCompletion,
+        subagent: SubagentRecord,
+        resolution: DeliveryResolution,
+        then: Commit | None,
     ) -> None:
         binding = resolution.binding
         assert binding is not None
@@ -218,10 +267,15 @@ class CompletionDelivery:
             binding.conversation,
             content,
             lambda sink: sink.post_bound(binding, content),
+            then,
         )
 
     async def _post_fallback(
-        self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
+        self,
+        row: PendingCompletion,
+        subagent: SubagentRecord,
+        resolution: DeliveryResolution,
+        then: Commit | None,
     ) -> None:
         requester = subagent.requester
         log_events.emit(
@@ -250,6 +304,7 @@ class CompletionDelivery:
             requester,
             content,
             lambda sink: sink.post_to(requester, content),
+            then,
         )
 
     async def _send(
@@ -260,13 +315,14 @@ class CompletionDelivery:
         conversation: ConversationRef,
         content: str,
         post: Callable[[CompletionSink], Awaitable[Posted]],
+        then: Commit | None,
     ) -> None:
         """Post (unless a dead process already did), record it delivered, log it."""
         sink = self._sink(conversation)
         posted = await self._already_posted(sink, row, conversation, content)
         if posted is None:
             posted = await post(sink)
-        await self._mark(row, resolution, conversation.conversation_id, posted)
+        await self._mark(row, resolution, conversation.conversation_id, posted, then)
         log_events.emit(
             log_events.DeliverySent(
                 completion_id=row.completion_id,
@@ -329,16 +385,33 @@ class CompletionDelivery:
         resolution: DeliveryResolution,
         destination: str,
         posted: Posted,
+        then: Commit | None,
     ) -> None:
-        await self._db.run(
-            lambda conn: repository.mark_delivered(
+        at = self.clock.now()
+
+        def mark(conn: Connection) -> None:
+            repository.mark_delivered(
                 conn,
                 row.completion_id,
                 mode=resolution.mode,
                 reason=resolution.reason,
                 destination=destination,
                 message_id=posted.message_id,
-                at=self.clock.now(),
+                at=at,
                 owner=self.leases.owner,
             )
-        )
+
+        if then is None:
+            await self._db.run(mark)
+            return
+        try:
+            await then(mark)
+        except Exception:
+            # Posted, so never a DeliveryError for deliver() to retry: the mark is
+            # committed on its own (marking twice changes nothing) and the failure of
+            # what came next is logged, as the watcher would have logged it.
+            await self._db.run(mark)
+            _log.error("delivery.then_failed", completion_id=row.completion_id, exc_info=True)
+        except BaseException:
+            await self._db.run(mark)
+            raise

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, bindparam, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from core import leases
 from core.store.tables import CompletionDeliveryRow, SubagentRow, table_of
@@ -16,6 +16,7 @@ from core.subagents.records import Outcome, SubagentRecord
 __all__ = [
     "PendingCompletion",
     "claim",
+    "complete",
     "delete_subagent",
     "delivery_statuses",
     "get_subagent",
@@ -62,15 +63,75 @@ _PENDING_FIELDS = (
 )
 
 
-def upsert_subagent(conn: Connection, record: SubagentRecord) -> None:
+# Statements a subagent's life runs are built once, at import: building one per call
+# (SQLAlchemy's coercions) cost more Python than SQLite spends running it.
+
+
+def _upsert_statement(insert: Any) -> Any:
+    """The whole row, inserted or overwritten in place: one statement per state change."""
+    statement = insert(_S)
+    return statement.on_conflict_do_update(
+        index_elements=[_S.c.session_key],
+        set_={c.name: statement.excluded[c.name] for c in _S.c if c.name != "session_key"},
+    )
+
+
+def _insert_completion_statement(insert: Any) -> Any:
+    """A new outbox row, or nothing (and no row back) when the id was recorded before."""
+    return (
+        insert(_D)
+        .on_conflict_do_nothing(index_elements=[_D.c.completion_id])
+        .returning(_D.c.completion_id)
+    )
+
+
+_UPSERT = {
+    "sqlite": _upsert_statement(sqlite.insert),
+    "postgresql": _upsert_statement(postgresql.insert),
+}
+_INSERT_COMPLETION = {
+    "sqlite": _insert_completion_statement(sqlite.insert),
+    "postgresql": _insert_completion_statement(postgresql.insert),
+}
+_DELETE = delete(_S).where(_S.c.session_key == bindparam("key"))
+_GET = select(_S).where(_S.c.session_key == bindparam("key"))
+_PENDING = select(_D).where(_D.c.completion_id == bindparam("cid"))
+_MOVE_TO_SENDING = (
+    update(_D)
+    .where(_D.c.completion_id == bindparam("cid"), _D.c.status == bindparam("from_status"))
+    .values(status="sending", attempts=_D.c.attempts + 1)
+)
+_MARK_DELIVERED = (
+    update(_D)
+    .where(_D.c.completion_id == bindparam("cid"))
+    .values(
+        status="delivered",
+        mode=bindparam("mode"),
+        reason=bindparam("reason"),
+        destination=bindparam("destination"),
+        message_id=bindparam("message_id"),
+        delivered_at=bindparam("at", type_=_D.c.delivered_at.type),
+    )
+)
+_SET_STATUS = (
+    update(_D).where(_D.c.completion_id == bindparam("cid")).values(status=bindparam("status"))
+)
+
+
+def _row_values(record: SubagentRecord) -> dict[str, Any]:
     values = record.model_dump(mode="python")
     values["requester"] = record.requester.model_dump() if record.requester else None
-    conn.execute(delete(_S).where(_S.c.session_key == record.session_key))
-    conn.execute(_S.insert().values(**values))
+    return values
+
+
+def upsert_subagent(conn: Connection, record: SubagentRecord) -> None:
+    """Write ``record``'s row as it is now: inserted at the spawn, updated in place at
+    each state change (not deleted and inserted again)."""
+    conn.execute(_UPSERT[conn.dialect.name], _row_values(record))
 
 
 def delete_subagent(conn: Connection, session_key: str) -> None:
-    conn.execute(delete(_S).where(_S.c.session_key == session_key))
+    conn.execute(_DELETE, {"key": session_key})
 
 
 def _record(row: Any) -> SubagentRecord:
@@ -78,7 +139,7 @@ def _record(row: Any) -> SubagentRecord:
 
 
 def get_subagent(conn: Connection, session_key: str) -> SubagentRecord | None:
-    row = conn.execute(select(_S).where(_S.c.session_key == session_key)).first()
+    row = conn.execute(_GET, {"key": session_key}).first()
     return _record(row) if row is not None else None
 
 
@@ -102,23 +163,65 @@ def insert_completion(
 ) -> bool:
     """Record a completion to deliver, under ``owner``'s lease; False when this
     completion id was recorded before."""
-    try:
-        with conn.begin_nested():
-            conn.execute(
-                _D.insert().values(
-                    completion_id=completion_id,
-                    session_key=session_key,
-                    outcome=outcome,
-                    result=result,
-                    status="pending",
-                    attempts=0,
-                    created_at=at,
-                )
-            )
-    except IntegrityError:
+    return _insert_completion(
+        conn, completion_id, session_key, outcome, result, "pending", at, owner, until
+    )
+
+
+def _insert_completion(
+    conn: Connection,
+    completion_id: str,
+    session_key: str,
+    outcome: str,
+    result: str,
+    status: str,
+    at: datetime,
+    owner: str,
+    until: datetime,
+) -> bool:
+    row = {
+        "completion_id": completion_id,
+        "session_key": session_key,
+        "outcome": outcome,
+        "result": result,
+        "status": status,
+        "attempts": 1 if status == "sending" else 0,
+        "created_at": at,
+    }
+    if conn.execute(_INSERT_COMPLETION[conn.dialect.name], row).first() is None:
         return False
     leases.take(conn, "completion", completion_id, owner=owner, now=at, until=until)
     return True
+
+
+def complete(
+    conn: Connection,
+    record: SubagentRecord,
+    *,
+    completion_id: str,
+    outcome: Outcome,
+    result: str,
+    at: datetime,
+    owner: str,
+    until: datetime,
+) -> PendingCompletion | None:
+    """A task's end in one transaction: ``record`` (moved to its outcome) saved, and its
+    completion recorded and claimed for posting under ``owner``'s lease. Returns the
+    claimed row; None when the completion was recorded before (a watcher resumed after
+    a restart): then the row is claimed as any other, by :func:`claim`.
+
+    Recorded already ``sending``, the completion is exactly as safe as one recorded and
+    then claimed: a crash before the post is marked leaves a ``sending`` row under a
+    lease that lapses, which the successor makes ``uncertain`` and looks for in the
+    destination before posting (see :func:`recover_pending`).
+    """
+    upsert_subagent(conn, record)
+    fresh = _insert_completion(
+        conn, completion_id, record.session_key, outcome, result, "sending", at, owner, until
+    )
+    if not fresh:
+        return None
+    return PendingCompletion(completion_id, record.session_key, outcome, result, "sending", 1, at)
 
 
 def claim(
@@ -127,16 +230,12 @@ def claim(
     """Move a ``pending`` or ``uncertain`` completion to ``sending`` under ``owner``'s
     lease; only the caller that wins gets its row, with ``uncertain`` telling whether it
     may be posted already. Another process's live lease means it is theirs: None."""
-    row = conn.execute(select(_D).where(_D.c.completion_id == completion_id)).first()
+    row = conn.execute(_PENDING, {"cid": completion_id}).first()
     if row is None or row.status not in ("pending", "uncertain"):
         return None
     if leases.take(conn, "completion", completion_id, owner=owner, now=now, until=until):
         return None
-    moved = conn.execute(
-        update(_D)
-        .where(_D.c.completion_id == completion_id, _D.c.status == row.status)
-        .values(status="sending", attempts=_D.c.attempts + 1)
-    )
+    moved = conn.execute(_MOVE_TO_SENDING, {"cid": completion_id, "from_status": row.status})
     if moved.rowcount != 1:
         return None
     return PendingCompletion.of(
@@ -157,16 +256,15 @@ def mark_delivered(
 ) -> None:
     leases.release(conn, "completion", completion_id, owner=owner)
     conn.execute(
-        update(_D)
-        .where(_D.c.completion_id == completion_id)
-        .values(
-            status="delivered",
-            mode=mode,
-            reason=reason,
-            destination=destination,
-            message_id=message_id,
-            delivered_at=at,
-        )
+        _MARK_DELIVERED,
+        {
+            "cid": completion_id,
+            "mode": mode,
+            "reason": reason,
+            "destination": destination,
+            "message_id": message_id,
+            "at": at,
+        },
     )
 
 
@@ -175,11 +273,7 @@ def release(conn: Connection, completion_id: str, give_up: bool, *, owner: str) 
     retry is ours), or ``failed`` for good."""
     if give_up:
         leases.release(conn, "completion", completion_id, owner=owner)
-    conn.execute(
-        update(_D)
-        .where(_D.c.completion_id == completion_id)
-        .values(status="failed" if give_up else "pending")
-    )
+    conn.execute(_SET_STATUS, {"cid": completion_id, "status": "failed" if give_up else "pending"})
 
 
 def recover_pending(conn: Connection, *, owner: str, now: datetime) -> list[PendingCompletion]:

@@ -7,12 +7,14 @@ failure clean:
 1. refuse early, before any I/O, what cannot work (:meth:`SubagentService.check`:
    a task that shows nothing, a thread while threads are off for that scope, a
    session without a thread, an agent that may not be started);
-2. write the child's first events (``agent.activated``, ``subagent.spawned``)
-   and its ``subagents`` row: the provisional child;
-3. bind a thread if asked; if that fails the provisional child is removed
-   and nothing is left behind;
-4. start the agent on the task; if that fails after the bind, the binding
-   ends with reason ``spawn-failed`` (the farewell says so).
+2. write the child's first events (``agent.activated``, ``subagent.spawned``),
+   then its ``subagents`` row with the session's lease: the provisional child;
+3. bind a thread if asked, the row moved to ``running`` in the binding's
+   transaction; if that fails the provisional child is removed and nothing
+   is left behind;
+4. start the agent on the task, from the tree step 2 left (a new session has
+   nothing else to load); if that fails after the bind, the binding ends
+   with reason ``spawn-failed`` (the farewell says so).
 
 Then :mod:`core.subagents.completion` sees the task through to one
 announcement. At start-up :meth:`SubagentService.start` picks up what a
@@ -28,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sqlalchemy import Connection
+
 from core.agent.agent import Agent
 from core.agent.assignment import AgentActivatedPayload
 from core.bindings.records import ConversationRef, SessionBindingRecord
@@ -36,6 +40,8 @@ from core.clock import Clock, SystemClock
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile, agent_display_name
 from core.errors import FeatureDisabled, ThreadboundError
 from core.handoffs.activation import may_activate
+from core.leases import release as release_lease
+from core.leases import take as take_lease
 from core.logging import get_logger
 from core.runtime import SessionBusy, SessionRuntime
 from core.sessions.log import AppendItem, SessionLog, as_item
@@ -138,7 +144,6 @@ class SubagentService:
             runtime,
             bindings,
             delivery,
-            save=self._save,
             name_of=self.name_of,
             clock=self.clock,
             timeout_seconds=timeout_seconds,
@@ -251,21 +256,25 @@ class SubagentService:
             created_at=now,
             updated_at=now,
         )
-        await self._open_child(record)
+        tree = await self._open_child(record)
         binding = None
         if request.thread:
+            started = self.clock.now()
+
+            def save_running(conn: Connection, bound: SessionBindingRecord) -> None:
+                running = record.moved("running", started, binding_id=bound.binding_id)
+                repository.upsert_subagent(conn, running)
+
             try:
-                binding = await self._bind(record, request)
+                binding = await self._bind(record, request, also=save_running)
             except BaseException:
                 await self._discard(key)
                 raise
+            record = record.moved("running", started, binding_id=binding.binding_id)
         try:
-            agent = await self._runtime.get(key)
-            record = await self._save(
-                record.moved(
-                    "running", self.clock.now(), binding_id=binding.binding_id if binding else None
-                )
-            )
+            agent = await self._runtime.start_new(tree, leased=True)
+            if binding is None:
+                record = await self._save(record.moved("running", self.clock.now()))
             await agent.send(
                 request.task,
                 author_id=request.requested_by,
@@ -277,7 +286,13 @@ class SubagentService:
         self._completion.watch(record)
         return Spawned(record, binding, agent, self.display_name(agent_id))
 
-    async def _open_child(self, record: SubagentRecord) -> None:
+    async def _open_child(self, record: SubagentRecord) -> SessionTree:
+        """Write the child's first events, then its row with the session's lease: the
+        tree they leave is the new session's, for the runtime to start from as it is.
+
+        Row and lease commit together, so no other process's recovery can find the
+        row ``starting`` and take the session over while the spawn is still under way.
+        """
         tree = SessionTree(record.session_key)
         items: list[AppendItem] = []
         if record.agent:
@@ -295,9 +310,32 @@ class SubagentService:
             )
         )
         await self._sessions.append_many(tree, items)
-        await self._save(record)
+        leases = self._runtime.leases
+        now = self.clock.now()
+        owner, until = (leases.owner, now + leases.ttl) if leases is not None else (None, now)
 
-    async def _bind(self, record: SubagentRecord, request: SpawnRequest) -> SessionBindingRecord:
+        def save_and_lease(conn: Connection) -> None:
+            repository.upsert_subagent(conn, record)
+            if owner is None:
+                return
+            key = record.session_key
+            holder = take_lease(conn, "session", key, owner=owner, now=now, until=until)
+            if holder is not None:  # a fresh key: never, unless keys collide
+                raise SessionBusy(key, holder)
+
+        try:
+            await self._db.run(save_and_lease)
+        except BaseException:
+            await self._discard(record.session_key)
+            raise
+        return tree
+
+    async def _bind(
+        self,
+        record: SubagentRecord,
+        request: SpawnRequest,
+        also: Callable[[Connection, SessionBindingRecord], None],
+    ) -> SessionBindingRecord:
         requester = request.requester
         if requester is None:
             raise SpawnRefused("a subagent thread needs the conversation it was asked from")
@@ -318,12 +356,22 @@ class SubagentService:
             metadata=metadata,
             bound_by=record.requested_by,
             scope=record.scope,
+            also=also,
         )
 
     async def _discard(self, key: str) -> None:
+        """Remove a child that never started: its events, its row and its session lease."""
         with contextlib.suppress(ThreadboundError):
             await self._sessions.discard(key)
-        await self._db.run(repository.delete_subagent, key)
+        leases = self._runtime.leases
+        owner = leases.owner if leases is not None else None
+
+        def delete(conn: Connection) -> None:
+            repository.delete_subagent(conn, key)
+            if owner is not None:
+                release_lease(conn, "session", key, owner=owner)
+
+        await self._db.run(delete)
         _log.info("subagent.discarded", session_key=key)
 
     async def _start_failed(

@@ -22,6 +22,7 @@ ANNOUNCED = "completed its task."
 async def main() -> None:
     async with FakeDiscord(wait_timeout=120, keep_requests=1000) as fake:
         bot = fake.add_bot("bench-bot", "threadbound")
+        floor = fake.add_bot("floor-bot", "floor")  # bare discord.py, for the floor
         guild = fake.add_guild("bench")
         channel = fake.add_text_channel(guild, "general")
         alice = fake.add_member(guild, "alice")
@@ -30,6 +31,8 @@ async def main() -> None:
             "gateway": fake.gateway_url,
             "token": "bench-bot",
             "bot": bot.id,
+            "floor_token": "floor-bot",
+            "floor_bot": floor.id,
             "guild": guild.id,
             "channel": channel.id,
             "alice": alice.id,

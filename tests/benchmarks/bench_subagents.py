@@ -10,10 +10,15 @@ the bot's alone (the scripted model's share is a few dicts per step).
    - wall time from the first spawn to the last announcement;
    - announcements found in the threads, which must equal the completions
      in the outbox, with no thread holding two and none in the parent channel;
-   - the bot's own overhead per spawn (target median < 20 ms): this
-     process's CPU time over the whole run (spawn, turn, streaming,
+   - the bot's own CPU per subagent life (target: at most 5x the floor):
+     this process's CPU time over the whole run (spawn, turn, streaming,
      announcement, farewell, store writes on their thread) divided by 100.
-     Baseline: the same process's CPU time for 100 bare REST round trips.
+     The floor, measured first in the same run against the same fake
+     Discord: this process's CPU per life for the same Discord work done
+     with bare discord.py (a thread created, three posts, one edit, one
+     webhook post, and the gateway events they cause), 100 lives at once;
+   - spawn latency with all 100 in flight, from the spawn command to its
+     thread bound and introduced (target median and p90 <= 0.2 s).
 2. The same, one spawn after another: each spawn's latency minus the time it
    waited on Discord's REST API (thread creation, intro), beside that wait.
 """
@@ -46,6 +51,9 @@ from core.providers.scripted import ScriptedProvider, Step  # noqa: E402
 from core.subagents import repository  # noqa: E402
 
 SPAWNS = 100
+FLOOR_MESSAGES = 5
+"""Messages one life posts (three posts and the webhook's announcement) plus its edit:
+the MESSAGE_CREATE and MESSAGE_UPDATE events the floor waits for."""
 
 _discord_time: dict[asyncio.Task[Any], float] = {}
 
@@ -99,6 +107,62 @@ class FakeProcess:
         await self.process.wait()
 
 
+async def bare_floor(seed: dict[str, Any]) -> float:
+    """This process's CPU per life for one subagent's Discord work in bare discord.py.
+
+    A client of its own (a second bot account) creates a thread, posts three
+    messages, edits one, and posts through a webhook into the thread, 100 lives
+    at once; the timed window ends when every gateway event those calls cause
+    (thread create, message creates and the update) has been handled. Run
+    before the bot connects, so the bot does not handle these events too.
+    """
+    client = discord.Client(intents=discord.Intents.default())
+    seen = 0
+    done = asyncio.Event()
+    expected = SPAWNS * FLOOR_MESSAGES
+
+    def count() -> None:
+        nonlocal seen
+        seen += 1
+        if seen == expected:
+            done.set()
+
+    @client.event
+    async def on_message(_message: discord.Message) -> None:
+        count()
+
+    @client.event
+    async def on_raw_message_edit(_payload: discord.RawMessageUpdateEvent) -> None:
+        count()
+
+    await client.login(seed["floor_token"])
+    runner = asyncio.create_task(client.connect())
+    async with asyncio.timeout(60):
+        await client.wait_until_ready()
+    channel = await client.fetch_channel(seed["channel"])
+    assert isinstance(channel, discord.TextChannel)
+    hook = await channel.create_webhook(name="floor")
+
+    async def life(i: int) -> None:
+        thread = await channel.create_thread(
+            name=f"floor {i}", type=discord.ChannelType.public_thread
+        )
+        await thread.send(f"intro {i}")
+        status = await thread.send("Status: working")
+        await thread.send("done")
+        await status.edit(content="Status: done")
+        await hook.send("completed its task (floor)", username="floor", thread=thread, wait=True)
+
+    cpu_start = time.process_time()
+    await asyncio.gather(*(life(i) for i in range(SPAWNS)))
+    async with asyncio.timeout(60):
+        await done.wait()
+    cpu = (time.process_time() - cpu_start) * 1000 / SPAWNS
+    await client.close()
+    await runner
+    return cpu
+
+
 async def main() -> None:
     configure_logging(enabled=False)
     count_discord_time()
@@ -115,6 +179,7 @@ async def main() -> None:
             },
             env={},
         )
+        floor = await bare_floor(seed)
         provider = ScriptedProvider(lambda _m: Step(text="done", chunks=3))
         services = await build_services(config, clock=FakeClock(), env={}, provider=provider)
         bot = ThreadboundClient("default", services, ManagerRegistry(), min_edit_interval=0)
@@ -126,6 +191,7 @@ async def main() -> None:
 
         latency: list[float] = []
         in_discord: list[float] = []
+        whole: list[float] = []
 
         async def one(i: int) -> int:
             task = asyncio.current_task()
@@ -138,16 +204,11 @@ async def main() -> None:
             )
             total = time.perf_counter() - started
             waited = _discord_time.pop(task)
+            whole.append(total)
             latency.append((total - waited) * 1000)
             in_discord.append(waited * 1000)
             assert result.thread_id is not None
             return result.thread_id
-
-        # -- baseline: this process's CPU for bare REST round trips to the same fake
-        cpu_start = time.process_time()
-        for _ in range(SPAWNS):
-            await bot.http.get_channel(seed["channel"])
-        rest_cpu = (time.process_time() - cpu_start) * 1000 / SPAWNS
 
         # -- [1] 100 at once
         cpu_start, wall_start = time.process_time(), time.perf_counter()
@@ -171,11 +232,22 @@ async def main() -> None:
             f"threads with two or more {twice}, in the parent channel {parent}   "
             f"{'OK' if ok else 'WRONG'}"
         )
+        ratio = cpu / floor
+        print(f"    bot's own CPU per subagent, whole life (spawn to farewell): {cpu:.2f} ms")
         print(
-            f"    bot's own CPU per subagent, whole life (spawn to farewell): {cpu:.2f} ms   "
-            f"target < 20 ms   {'MET' if cpu < 20 else 'MISSED'}"
+            f"    floor: the same Discord work in bare discord.py (thread, 3 posts, 1 edit, "
+            f"1 webhook post, their gateway events), CPU per life: {floor:.2f} ms"
         )
-        print(f"    baseline: this process's CPU per bare REST round trip: {rest_cpu:.2f} ms")
+        print(
+            f"    ratio to the floor: {ratio:.1f}x   target <= 5x   "
+            f"{'MET' if ratio <= 5 else 'MISSED'}"
+        )
+        p50, p90 = statistics.median(whole), statistics.quantiles(whole, n=10)[-1]
+        print(
+            "    spawn latency with all 100 in flight (spawn command to thread bound and "
+            f"introduced): median {p50:.3f} s, p90 {p90:.3f} s   target <= 0.2 s   "
+            f"{'MET' if p90 <= 0.2 else 'MISSED'}"
+        )
         print(
             "    spawn latency outside Discord with all 100 in flight (queued behind each "
             f"other on one loop and one store), median: {statistics.median(latency):.2f} ms"
@@ -184,6 +256,7 @@ async def main() -> None:
         # -- [2] one after another
         latency.clear()
         in_discord.clear()
+        whole.clear()
         for i in range(SPAWNS):
             await one(SPAWNS + i)
             await services.subagents.wait_settled()  # the previous run is over

@@ -25,6 +25,7 @@ from core.sessions.log import SessionLog
 from core.store import Database
 from core.store.liveness import NoProof, liveness_for
 from core.subagents import repository
+from tests.fixtures.statements import statements
 from tests.fixtures.stores import StoreFactory, store_factory
 
 TTL = 30.0
@@ -141,6 +142,29 @@ class TestTaking:
         assert await b.take("completion", "c1") == "a"
         await clock.advance(TTL - 1)
         assert await b.take("completion", "c1") == "a"
+
+    async def test_taking_is_one_statement_and_a_refusal_one_more(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """Taking, extending and taking over run at every renewal and every outbox
+        claim: one INSERT ... ON CONFLICT each, not a savepoint and a failing insert.
+        A refusal reads the holder's name as well."""
+        a, b = leases(database, clock, "a"), leases(database, clock, "b")
+        with statements(database) as sent:
+            assert await a.take("session", "s1") is None
+        assert len(sent) == 1
+        assert "ON CONFLICT" in sent[0]
+        with statements(database) as sent:
+            assert await a.take("session", "s1") is None
+        assert len(sent) == 1
+        with statements(database) as sent:
+            assert await b.take("session", "s1") == "a"
+        assert len(sent) == 2
+        await clock.advance(TTL)
+        with statements(database) as sent:
+            assert await b.take("session", "s1") is None
+        assert len(sent) == 1
+        assert await a.holders("session") == {"s1": "b"}
 
     async def test_an_expired_lease_is_taken_over(
         self, database: Database, clock: FakeClock

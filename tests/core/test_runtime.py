@@ -8,13 +8,16 @@ from core.agent import Agent, ToolRegistry
 from core.agent.events import AgentEvent, ApprovalResolved
 from core.agent.messages import INTERRUPTED_RESULT
 from core.clock import FakeClock
+from core.leases import Leases
 from core.providers.scripted import ScriptedProvider, Step
 from core.runtime import AgentStarted, SessionRuntime
 from core.sessions.log import SessionLog, as_item
 from core.sessions.payloads import ApprovalOption, ApprovalRequestedPayload, TurnStartedPayload
 from core.sessions.tree import SessionTree
 from core.store import Database
+from core.subagents.events import SpawnedPayload
 from tests.fixtures.agents import GatedTools, make_harness, tools_step
+from tests.fixtures.statements import statements
 from tests.fixtures.stores import StoreFactory
 
 
@@ -196,3 +199,53 @@ async def test_a_restart_withdraws_a_request_only_the_dead_process_could_answer(
     )
     assert await SessionLog(second).awaiting_approval() == []
     await first.close()
+
+
+_SPAWNED = SpawnedPayload(
+    agent=None, mode="run", thread=True, task="t", parent_session_key=None, requested_by="u"
+)
+
+
+async def test_a_new_session_starts_from_its_tree_without_reading_the_store(
+    database: Database,
+) -> None:
+    """A spawn's new session: the runtime takes the tree its first events were written
+    through, reads nothing back, and the agent then writes on as if it had loaded it."""
+    log = SessionLog(database)
+    provider = ScriptedProvider([Step(text="hi")])
+    runtime = SessionRuntime(log, factory_for(provider, GatedTools()))
+    tree = SessionTree("subagent:new")
+    await log.append_many(tree, [as_item(_SPAWNED)])
+    with statements(database) as sent:
+        agent = await runtime.start_new(tree, leased=True)
+    assert sent == []
+    assert agent.tree is tree
+    assert runtime.peek("subagent:new") is agent
+    assert await runtime.get("subagent:new") is agent
+    await agent.send("hello")
+    await agent.wait_idle()
+    loaded = await SessionLog(database).load("subagent:new")
+    assert [e.node_id for e in loaded.events] == [e.node_id for e in agent.tree.events]
+
+
+async def test_a_new_session_already_resident_is_not_started_twice(database: Database) -> None:
+    """Someone wrote in the new thread first and started the agent: that one is kept."""
+    log = SessionLog(database)
+    runtime = SessionRuntime(log, factory_for(ScriptedProvider([]), GatedTools()))
+    tree = SessionTree("subagent:new")
+    await log.append_many(tree, [as_item(_SPAWNED)])
+    first = await runtime.get("subagent:new")
+    assert await runtime.start_new(tree, leased=True) is first
+
+
+async def test_a_new_session_takes_its_lease_unless_the_caller_did(
+    database: Database, clock: FakeClock
+) -> None:
+    owner = Leases(database, owner="a", clock=clock)
+    runtime = SessionRuntime(
+        SessionLog(database), factory_for(ScriptedProvider([]), GatedTools()), leases=owner
+    )
+    assert runtime.leases is owner
+    await runtime.start_new(SessionTree("s1"))
+    await runtime.start_new(SessionTree("s2"), leased=True)
+    assert await owner.holders("session") == {"s1": "a"}

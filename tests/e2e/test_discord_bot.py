@@ -18,7 +18,15 @@ from core.providers.scripted import Step
 from core.providers.types import ToolCall
 from fakediscord import FakeDiscord
 from tests.e2e.conftest import TOKEN, Clients, StartBot, World
-from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn, status_line, text_messages
+from tests.e2e.helpers import (
+    TIMEOUT,
+    done,
+    persona_messages,
+    settle,
+    spawn,
+    status_line,
+    text_messages,
+)
 
 
 class TestSpawn:
@@ -262,6 +270,7 @@ class TestThreadTrouble:
         await spawn(bot, "greet", mode="session")
         record = bot.binding()
         await settle(bot, record.target_session_key)
+        await done(bot)  # the task's announcement is in the thread, not racing the delete
         parent_before = len(text_messages(bot.fake, bot.world.channel.id))
         await bot.fake.delete_channel(int(record.conversation.conversation_id))
         with pytest.raises(DeliveryError, match="gone"):

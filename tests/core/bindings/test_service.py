@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 
 from core.bindings.adapter import AdapterRegistry
 from core.bindings.lifecycle import expiry_reason, run_maintenance, sweep
+from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.clock import FakeClock
 from core.errors import BindingError, ConversationAlreadyBound
+from core.leases import Leases, take
 from core.store import Database
 from core.store.tables import BindingRow
 from tests.fixtures.adapters import RecordingAdapter
@@ -81,6 +84,57 @@ class TestBindAndRestart:
         with pytest.raises(BindingError, match="no adapter is registered for discord/main"):
             await service.bind("agent:1", "subagent", conv(""))
         assert await stored_rows(database) == []
+
+    async def test_the_callers_rows_commit_with_the_binding_or_not_at_all(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """``also`` writes in the binding's transaction, given the new binding (a spawn
+        moves its subagent's row to running there): failing, it leaves neither."""
+        service = await service_on(database, clock)
+        owner = Leases(database, owner="p", clock=clock)
+        now = clock.now()
+
+        def lease_it(conn: Connection, record: SessionBindingRecord) -> None:
+            take(conn, "session", record.binding_id, owner="p", now=now, until=now + owner.ttl)
+
+        record = await service.bind("agent:1", "subagent", conv("t1"), also=lease_it)
+        assert await owner.holders("session") == {record.binding_id: "p"}
+
+        def fail(conn: Connection, record: SessionBindingRecord) -> None:
+            lease_it(conn, record)
+            raise RuntimeError("the caller's write failed")
+
+        with pytest.raises(RuntimeError):
+            await service.bind("agent:2", "subagent", conv("t2"), also=fail)
+        assert [row["target_session_key"] for row in await stored_rows(database)] == ["agent:1"]
+        assert service.resolve_by_conversation(conv("t2")) is None
+        assert len(await owner.holders("session")) == 1
+        assert (await service.bind("agent:2", "subagent", conv("t2"))).conversation == conv("t2")
+
+    async def test_unbind_commits_the_callers_write_once(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """With the first binding's end, or alone when nothing is live to end."""
+        service = await service_on(database, clock)
+        owner = Leases(database, owner="p", clock=clock)
+        now = clock.now()
+        runs: list[str] = []
+
+        def lease(key: str) -> Callable[[Connection], None]:
+            def write(conn: Connection) -> None:
+                runs.append(key)
+                take(conn, "session", key, owner="p", now=now, until=now + owner.ttl)
+
+            return write
+
+        await service.bind("agent:1", "subagent", conv("t1"))
+        await service.bind("agent:1", "subagent", conv("t2"))
+        ended = await service.unbind(target_session_key="agent:1", reason="done", also=lease("a"))
+        assert len(ended) == 2
+        again = await service.unbind(target_session_key="agent:1", reason="done", also=lease("b"))
+        assert again == []
+        assert runs == ["a", "b"]
+        assert await owner.holders("session") == {"a": "p", "b": "p"}
 
     async def test_failed_intro_keeps_binding(self, database: Database, clock: FakeClock) -> None:
         """The intro is a side effect; its failure does not undo a committed bind."""

@@ -15,6 +15,7 @@ from core.bindings.service import SessionBindingService
 from core.clock import FakeClock
 from core.config import Config, parse_config
 from core.errors import DeliveryError
+from core.leases import Leases
 from core.providers.scripted import ScriptedProvider, Step
 from core.routing import BoundDeliveryRouter
 from core.runtime import SessionRuntime
@@ -116,7 +117,10 @@ async def harness(
     agents: dict[str, Any] | None = None,
     task_timeout: float = 0,
     sink: RecordingSink | None = None,
+    leases: Leases | None = None,
 ) -> Harness:
+    """``leases``: this process's, as the bot has them (None: a single process, no leases
+    on sessions; the outbox then takes its own)."""
     cfg = config(agents, task_timeout)
     provider = ScriptedProvider(steps if callable(steps) else list(steps))
     adapters = AdapterRegistry()
@@ -126,7 +130,7 @@ async def harness(
     await bindings.start()
     sessions = SessionLog(database, clock=clock)
     factory = ProfileAgentFactory(cfg, {}, provider, ToolRegistry([sleep_tool(clock)]))
-    runtime = SessionRuntime(sessions, factory, clock=clock)
+    runtime = SessionRuntime(sessions, factory, clock=clock, leases=leases)
     router = BoundDeliveryRouter(bindings, clock=clock)
     sinks = SinkRegistry()
     sink = sink or RecordingSink()
@@ -145,6 +149,7 @@ async def harness(
             clock=clock,
             retry_seconds=1,
             max_attempts=3,
+            leases=leases,
         ),
         profiles=cfg.agents,
         policy=_Threads(threads),

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from core.clock import FakeClock
-from core.errors import BindingError, FeatureDisabled, ProviderError
+from core.errors import BindingError, FeatureDisabled, ProviderError, StoreError
+from core.leases import Leases
 from core.providers.types import ToolCall
 from core.store import Database
 from core.subagents import SpawnRefused, repository
@@ -123,10 +124,10 @@ class TestSpawn:
     async def test_start_failure_after_bind_ends_the_binding_spawn_failed(self, h: Harness) -> None:
         """The run cannot start after the bind: the binding ends with a spawn-failed farewell."""
 
-        async def broken(_key: str) -> Any:
+        async def broken(*_args: Any, **_kwargs: Any) -> Any:
             raise RuntimeError("no agent for you")
 
-        h.runtime.get = broken  # type: ignore[method-assign]
+        h.runtime.start_new = broken  # type: ignore[method-assign]
         with pytest.raises(RuntimeError):
             await h.service.spawn(h.request(thread=True))
         ((_, reason),) = h.adapter.farewells
@@ -409,3 +410,89 @@ async def test_a_late_start_leaves_this_processs_posts_in_flight_alone(h: Harnes
     await h.settle()
     assert len(h.sink.posts) == 1
     assert h.sink.lookups == 0
+
+
+class TestStoreWork:
+    """What one subagent's life asks of the store, beside its session log."""
+
+    async def test_a_life_is_four_transactions_beside_the_session_log(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """The row with the session's lease; the binding with the row running; at the end
+        the row, the completion recorded and claimed; the delivered mark with the run-mode
+        thread's end. Not a load of the new session, not a transaction per write."""
+        units: list[str] = []
+        run = database.run
+
+        async def counting(fn: Any, /, *args: Any) -> Any:
+            if not fn.__module__.startswith("core.sessions"):
+                units.append(fn.__qualname__)
+            return await run(fn, *args)
+
+        database.run = counting  # type: ignore[method-assign]
+        h = await harness(
+            database, clock, lambda _m: Step(text="done"), leases=Leases(database, clock=clock)
+        )
+        try:
+            units.clear()  # what starting the services read
+            await h.service.spawn(h.request(thread=True))
+            await h.settle()
+            assert len(h.sink.bound) == 1
+            assert len(units) == 4, units
+        finally:
+            await h.close()
+            database.run = run  # type: ignore[method-assign]
+
+    async def test_a_spawn_under_way_is_not_taken_by_another_processs_recovery(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """The row is written with the session's lease: a neighbour recovering while the
+        thread is still being created finds the session held, and leaves it alone."""
+        mine, theirs = Leases(database, clock=clock), Leases(database, clock=clock)
+        first = await harness(database, clock, lambda _m: Step(text="done"), leases=mine)
+        second = await harness(database, clock, lambda _m: Step(text="x"), leases=theirs)
+        creating, go_on = asyncio.Event(), asyncio.Event()
+        create = first.adapter.create_conversation
+
+        async def slow_create(*args: Any, **kwargs: Any) -> Any:
+            creating.set()
+            await go_on.wait()
+            return await create(*args, **kwargs)
+
+        first.adapter.create_conversation = slow_create  # type: ignore[method-assign]
+        try:
+            spawning = asyncio.ensure_future(first.service.spawn(first.request(thread=True)))
+            await asyncio.wait_for(creating.wait(), 10)
+            (record,) = await second.service.list("starting")
+            await second.service.recover()
+            await second.settle()
+            assert second.runtime.peek(record.session_key) is None
+            assert await theirs.holders("session") == {record.session_key: mine.owner}
+            go_on.set()
+            spawned = await spawning
+            await first.settle()
+            assert spawned.record.state == "running"
+            assert len(first.sink.bound) == 1
+        finally:
+            go_on.set()
+            await first.close()
+            await second.close()
+
+    async def test_a_failed_thread_end_still_marks_the_announcement_delivered(
+        self, h: Harness
+    ) -> None:
+        """The delivered mark rides on the thread's end; if that end fails the mark is
+        committed on its own, and the announcement is never posted again."""
+        unbind = h.bindings.unbind
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("also") is not None:
+                raise StoreError("the store went away")
+            return await unbind(*args, **kwargs)
+
+        h.bindings.unbind = failing  # type: ignore[method-assign]
+        await h.service.spawn(h.request(thread=True))
+        await h.settle()
+        assert len(h.sink.posts) == 1
+        assert list((await h.database.run(repository.delivery_statuses)).values()) == ["delivered"]
+        assert await h.service.delivery.leases.holders("completion") == {}
