@@ -44,6 +44,7 @@ __all__ = [
     "session_of_node",
     "sessions_awaiting_approval",
     "write_events",
+    "write_events_sqlite",
 ]
 
 _E = table_of(SessionEventRow)
@@ -220,18 +221,29 @@ def write_events(
     """
     dialect = conn.dialect
     if dialect.driver == "pysqlite":
-        dbapi = conn.connection.dbapi_connection
-        insert, heads_upsert, branches_upsert = _prepared(dialect)
-        insert.run(dialect, dbapi, events)
-        heads_upsert.run(dialect, dbapi, heads)
-        if branches:
-            branches_upsert.run(dialect, dbapi, branches)
+        write_events_sqlite(conn.connection.dbapi_connection, dialect, events, heads, branches)
         return
     heads_statement, branches_statement = _UPSERTS[dialect.name]
     conn.execute(_INSERT_EVENTS, events)
     conn.execute(heads_statement, heads)
     if branches:
         conn.execute(branches_statement, branches)
+
+
+def write_events_sqlite(
+    dbapi: Any,
+    dialect: Dialect,
+    events: list[dict[str, Any]],
+    heads: list[dict[str, Any]],
+    branches: list[dict[str, Any]],
+) -> None:
+    """:func:`write_events` on a ``sqlite3`` connection already in a transaction: the
+    body of :meth:`Database.run_sqlite` for the session log's appends."""
+    insert, heads_upsert, branches_upsert = _prepared(dialect)
+    insert.run(dialect, dbapi, events)
+    heads_upsert.run(dialect, dbapi, heads)
+    if branches:
+        branches_upsert.run(dialect, dbapi, branches)
 
 
 def replace_projection(
