@@ -17,7 +17,7 @@ from core.sessions import SessionEvent, SessionLog, SessionTree
 from core.sessions import repository as session_repository
 from core.store import Database
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
-from tests.fixtures.sessions import T0, reply, say, system
+from tests.fixtures.sessions import T0, build_branched, reply, say, system
 from tests.fixtures.stores import StoreFactory
 
 _HEADS = SessionHeadRow.__table__
@@ -185,6 +185,44 @@ class TestRehydrate:
         await log.import_tree(tree)
         loaded = await log.load(key)
         assert loaded == tree
+        assert [e.created_at for e in loaded.events] == [e.created_at for e in tree.events]
+
+    async def test_every_stored_event_keeps_its_envelope(self, database: Database) -> None:
+        """Appends and imports write each row's JSON text up to its payload, so a load
+        reads it instead of building it; with the payload and "}" it is the event."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        copy = build_branched("copy", path_nodes=6, side_every=3, side_nodes=2)
+        await log.import_tree(copy)
+
+        def read(conn: Connection) -> list[tuple[str, str | None, str]]:
+            query = select(_EVENTS.c.session_key, _EVENTS.c.envelope, cast(_EVENTS.c.payload, Text))
+            return [tuple(row) for row in conn.execute(query.order_by(_EVENTS.c.seq))]
+
+        rows = await database.run(read)
+        assert len(rows) == len(tree) + len(copy)
+        by_key = {"s": tree, "copy": copy}
+        for key, envelope, payload in rows:
+            assert envelope is not None
+            event = SessionEvent.model_validate_json(envelope + payload + "}")
+            assert event == by_key[key].events[event.seq - 1]
+
+    async def test_rows_without_an_envelope_load_as_before(self, database: Database) -> None:
+        """Rows written before schema version 9, or by a process of an earlier version
+        during an upgrade, have none: the load builds their text, mixed with the others."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        await database.run(
+            lambda conn: conn.execute(
+                _EVENTS.update().where(_EVENTS.c.seq % 2 == 1).values(envelope=None)
+            )
+        )
+        loaded = await SessionLog(database).load("s")
+        assert loaded == tree
+        assert loaded.branches == tree.branches
+        assert (loaded.active_branch_id, loaded.head_id) == (tree.active_branch_id, tree.head_id)
         assert [e.created_at for e in loaded.events] == [e.created_at for e in tree.events]
 
     async def test_unknown_key_is_an_empty_tree(self, database: Database) -> None:
