@@ -140,9 +140,19 @@ class _Connection:
         future), or None for one asked to time an ACK (see the module doc)."""
         self.acks = 0
         """Heartbeat ACKs sent on this connection."""
+        self.closed = False
+        """The writer has stopped: frames are dropped, not queued."""
 
-    def send(self, frame: Json) -> None:
-        self.queue.put_nowait(frame)
+    def send(self, frame: Json | None) -> None:
+        # Once the writer is gone nothing takes a queued frame, and drain() would wait
+        # for it forever: a frame sent between a failed write (the bot was killed) and
+        # the reader's clean-up hung a test at random.
+        if not self.closed:
+            self.queue.put_nowait(frame)
+
+    def stop(self) -> None:
+        """Let the writer end after the frames queued so far."""
+        self.send(None)
 
     def probe(self) -> asyncio.Future[None]:
         """Ask for a heartbeat; the future resolves when it arrives (see module doc)."""
@@ -178,6 +188,7 @@ class _Connection:
                 finally:
                     self.queue.task_done()
         finally:
+            self.closed = True
             while not self.queue.empty():
                 self.queue.get_nowait()
                 self.queue.task_done()
@@ -326,7 +337,7 @@ class Gateway:
                 try:
                     await self._serve(conn, request)
                 finally:
-                    conn.queue.put_nowait(None)
+                    conn.stop()
         finally:
             self._connections.discard(conn)
             self._detach(conn, ws.close_code)

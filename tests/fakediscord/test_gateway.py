@@ -12,7 +12,7 @@ import discord
 import pytest
 
 from fakediscord import FakeDiscord
-from fakediscord.gateway import HEARTBEAT_ACK
+from fakediscord.gateway import HEARTBEAT_ACK, _Connection
 from tests.fakediscord.conftest import TOKEN, WAIT, Clients, World, intents
 
 INTERVAL = 41.25
@@ -293,3 +293,21 @@ def _collect(
         queue.put_nowait(message)
 
     return on_message
+
+
+async def test_a_frame_sent_after_the_writer_stopped_does_not_hang_drain() -> None:
+    """A bot killed mid-session: the write fails and the writer ends before the reader
+    notices; a message posted meanwhile is dropped, and drain() returns."""
+
+    class DeadSocket:
+        async def send_str(self, _data: str) -> None:
+            raise ConnectionResetError("the bot is gone")
+
+    conn = _Connection(DeadSocket(), None)  # type: ignore[arg-type]
+    conn.send({"op": 0, "d": "first"})
+    await conn.write_loop()  # the write fails: the writer ends
+    conn.send({"op": 0, "d": "posted while the reader had not noticed"})
+    conn.stop()
+    async with asyncio.timeout(5):
+        await conn.queue.join()
+    assert conn.queue.empty()
