@@ -7,9 +7,10 @@ events it builds are exactly what the commit will store and the tree apply.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
 from pydantic import BaseModel
@@ -26,6 +27,7 @@ __all__ = [
     "AppendItem",
     "as_item",
     "check_delivery_mode",
+    "envelope",
     "event_row",
     "prepare_write",
     "projection_rows",
@@ -145,7 +147,27 @@ def event_row(event: SessionEvent) -> dict[str, Any]:
         "payload": event.payload,
         "delivery_mode": event.delivery_mode,
         "created_at": event.created_at,
+        "envelope": envelope(event),
     }
+
+
+def envelope(event: SessionEvent) -> str:
+    """The event's JSON text up to its payload: ``{"session_key":...,"payload":``.
+
+    Stored with the row, so a load joins it with the stored payload text and
+    ``}`` instead of building each event's JSON in the query (see
+    :mod:`core.sessions.repository`); what it parses back is this event.
+    """
+    dumps = json.dumps
+    parent = "null" if event.parent_id is None else dumps(event.parent_id)
+    mode = "null" if event.delivery_mode is None else dumps(event.delivery_mode)
+    stamp = event.created_at.astimezone(UTC).isoformat()
+    return (
+        f'{{"session_key":{dumps(event.session_key)},"node_id":{dumps(event.node_id)},'
+        f'"parent_id":{parent},"seq":{int(event.seq)},"kind":{dumps(event.kind)},'
+        f'"type":{dumps(event.type)},"delivery_mode":{mode},"created_at":"{stamp}",'
+        '"payload":'
+    )
 
 
 def projection_rows(

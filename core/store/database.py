@@ -25,6 +25,11 @@ any of its statements reached the server; the unit then runs again, once, on a
 new connection, and ``store.reconnected`` is logged. A connection lost later in
 the unit is never retried: the function may have acted on what its first
 statements returned, so the failure propagates like any other.
+
+Every unit of work goes through SQLAlchemy but one: :meth:`Database.run_sqlite`,
+the session log's append (two commits per agent step). On the ``sqlite://``
+engine it hands the function the ``sqlite3`` connection itself, inside ``BEGIN IMMEDIATE`` and
+``COMMIT`` issued on it directly.
 """
 
 from __future__ import annotations
@@ -32,14 +37,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from core.errors import StoreError
@@ -71,6 +78,8 @@ class Database:
         self._retry_dropped = self.dialect == "postgresql"
         """Whether a unit of work whose connection was dropped before its BEGIN runs again."""
         self._thread: ThreadPoolExecutor | None = None
+        self._direct: PoolProxiedConnection | None = None
+        """The pooled connection :meth:`run_sqlite` uses, held from its first call to close."""
         if isinstance(engine, Engine):
             self._thread = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="threadbound-sqlite"
@@ -120,6 +129,75 @@ class Database:
         with self._sync_engine.begin() as conn:
             return fn(conn, *args)
 
+    @property
+    def direct_sqlite(self) -> bool:
+        """Whether :meth:`run_sqlite` may be used: the ``sqlite://`` engine, on its thread."""
+        return self._thread is not None
+
+    async def run_sqlite(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Run ``fn(sqlite3_connection, dialect, *args)`` in one transaction on the SQLite
+        thread, with ``BEGIN IMMEDIATE`` and ``COMMIT`` issued on that connection directly.
+
+        Only where :attr:`direct_sqlite` is true. A transaction through
+        :meth:`run` costs twice a raw one in Python alone (a Core
+        ``Connection``, its begin event running ``BEGIN IMMEDIATE`` through
+        Core's execution machinery, the commit's bookkeeping); the session
+        log pays that at every append. So does the pool's checkout: the
+        connection is kept from the first call until :meth:`close`. Same
+        guarantees as :meth:`run`: the same thread and transaction mode, an
+        exception rolls back and propagates, driver errors (``fn``'s should be
+        too) surface as Core's (``IntegrityError``, ``OperationalError``), and
+        a caller cancelled before the thread took the call up means it never runs.
+        """
+        assert self._thread is not None, "run_sqlite needs the sqlite:// engine"
+        # What run_in_executor does, without its second future and the callbacks
+        # chaining the two: the thread settles the asyncio future itself.
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        job = self._thread.submit(self._run_sqlite_job, loop, done, fn, args)
+        try:
+            return await done
+        except asyncio.CancelledError:
+            job.cancel()  # not started yet: it never runs (started: it completes)
+            raise
+
+    def _run_sqlite_job(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        done: asyncio.Future[T],
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+    ) -> None:
+        try:
+            result = self._run_sqlite_sync(fn, args)
+        except BaseException as exc:
+            _call_threadsafe(loop, _set_exception, done, exc)
+        else:
+            _call_threadsafe(loop, _set_result, done, result)
+
+    def _run_sqlite_sync(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        assert isinstance(self.engine, Engine)
+        dialect = self.engine.dialect
+        if self._direct is None:  # kept checked out: a pool round trip per commit is not free
+            self._direct = self.engine.raw_connection()
+        dbapi: Any = self._direct.dbapi_connection
+        with _as_core_errors(dialect, "BEGIN IMMEDIATE"):
+            dbapi.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(dbapi, dialect, *args)
+            with _as_core_errors(dialect, "COMMIT"):
+                dbapi.execute("COMMIT")
+        except BaseException:
+            if dbapi.in_transaction:
+                dbapi.execute("ROLLBACK")
+            raise
+        return result
+
+    def _release_direct(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
+
     @contextlib.asynccontextmanager
     async def advisory_lock(self, name: str) -> AsyncIterator[None]:
         """Hold PostgreSQL's advisory lock ``name`` (per schema) for the block: processes
@@ -158,6 +236,7 @@ class Database:
             return
         assert self._thread is not None
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread, self._release_direct)
         await loop.run_in_executor(self._thread, self.engine.dispose)
         self._thread.shutdown(wait=True)
 
@@ -190,6 +269,31 @@ class _Attempt:
                 exc.connection_invalidated and driver is not None and not driver.is_in_transaction()
             )
             raise
+
+
+def _call_threadsafe(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def _set_result(done: asyncio.Future[T], result: T) -> None:
+    if not done.cancelled():
+        done.set_result(result)
+
+
+def _set_exception(done: asyncio.Future[Any], exc: BaseException) -> None:
+    if not done.cancelled():
+        done.set_exception(exc)
+
+
+@contextlib.contextmanager
+def _as_core_errors(dialect: Dialect, statement: str) -> Iterator[None]:
+    """A driver error raised as Core raises it, which is what callers catch."""
+    base = dialect.loaded_dbapi.Error
+    try:
+        yield
+    except base as exc:
+        raise DBAPIError.instance(statement, None, exc, base, dialect=dialect) from exc
 
 
 async def open_database(

@@ -122,6 +122,18 @@ def _v8_binding_scope(conn: Connection) -> None:
         conn.execute(update(bindings).where(bindings.c.binding_id == binding_id).values(**values))
 
 
+def _v9_event_envelopes(conn: Connection) -> None:
+    """``session_events.envelope``: each event's JSON text up to its payload.
+
+    Existing rows are left NULL rather than rewritten: the load builds the text
+    of such rows as it always did, which it must do anyway for rows a process
+    of the previous version appends while a rolling upgrade is under way.
+    """
+    columns = {c["name"] for c in inspect(conn).get_columns("session_events")}
+    if "envelope" not in columns:
+        conn.execute(text("ALTER TABLE session_events ADD COLUMN envelope TEXT"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -131,6 +143,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "leases: work a bot process has taken, until when", _v6_leases),
     Migration(7, "the inbox: what people said, recorded before handling; read cursors", _v7_inbox),
     Migration(8, "a binding's scope as a column, not a metadata key", _v8_binding_scope),
+    Migration(9, "session events keep their JSON text up to the payload", _v9_event_envelopes),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -130,6 +130,12 @@ class SessionEventRow(SQLModel, table=True):
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     delivery_mode: str | None = Field(default=None, sa_column=Column(String(16), nullable=True))
     created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    envelope: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    """The event as JSON text up to its payload (``{"session_key":...,"payload":``),
+    written with the row: a load reads ``envelope || payload || '}'`` instead of
+    building every event's JSON in the query, which was most of a long session's
+    query. NULL in rows written before schema version 9 (or by a process of an
+    earlier version still running): those are built as before."""
 
 
 class SessionHeadRow(SQLModel, table=True):

@@ -17,7 +17,7 @@ from core.sessions import SessionEvent, SessionLog, SessionTree
 from core.sessions import repository as session_repository
 from core.store import Database
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
-from tests.fixtures.sessions import T0, reply, say, system
+from tests.fixtures.sessions import T0, build_branched, reply, say, system
 from tests.fixtures.stores import StoreFactory
 
 _HEADS = SessionHeadRow.__table__
@@ -187,6 +187,44 @@ class TestRehydrate:
         assert loaded == tree
         assert [e.created_at for e in loaded.events] == [e.created_at for e in tree.events]
 
+    async def test_every_stored_event_keeps_its_envelope(self, database: Database) -> None:
+        """Appends and imports write each row's JSON text up to its payload, so a load
+        reads it instead of building it; with the payload and "}" it is the event."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        copy = build_branched("copy", path_nodes=6, side_every=3, side_nodes=2)
+        await log.import_tree(copy)
+
+        def read(conn: Connection) -> list[tuple[str, str | None, str]]:
+            query = select(_EVENTS.c.session_key, _EVENTS.c.envelope, cast(_EVENTS.c.payload, Text))
+            return [tuple(row) for row in conn.execute(query.order_by(_EVENTS.c.seq))]
+
+        rows = await database.run(read)
+        assert len(rows) == len(tree) + len(copy)
+        by_key = {"s": tree, "copy": copy}
+        for key, envelope, payload in rows:
+            assert envelope is not None
+            event = SessionEvent.model_validate_json(envelope + payload + "}")
+            assert event == by_key[key].events[event.seq - 1]
+
+    async def test_rows_without_an_envelope_load_as_before(self, database: Database) -> None:
+        """Rows written before schema version 9, or by a process of an earlier version
+        during an upgrade, have none: the load builds their text, mixed with the others."""
+        log = SessionLog(database)
+        tree = await log.load("s")
+        await _conversation(log, tree)
+        await database.run(
+            lambda conn: conn.execute(
+                _EVENTS.update().where(_EVENTS.c.seq % 2 == 1).values(envelope=None)
+            )
+        )
+        loaded = await SessionLog(database).load("s")
+        assert loaded == tree
+        assert loaded.branches == tree.branches
+        assert (loaded.active_branch_id, loaded.head_id) == (tree.active_branch_id, tree.head_id)
+        assert [e.created_at for e in loaded.events] == [e.created_at for e in tree.events]
+
     async def test_unknown_key_is_an_empty_tree(self, database: Database) -> None:
         """Loading a session that never had events gives an empty tree, and stores nothing."""
         log = SessionLog(database)
@@ -202,20 +240,26 @@ class TestRehydrate:
         assert await log.session_keys() == ["a", "b"]
 
 
+def append_runner(database: Database) -> str:
+    """The Database method a SessionLog's appends go through (the sqlite:// store has its own)."""
+    return "run_sqlite" if database.direct_sqlite else "run"
+
+
 class TestConcurrency:
     async def test_fifty_sessions_append_concurrently(self, database: Database) -> None:
         """All appends succeed, each session's seq is contiguous, and commits were shared."""
         log = SessionLog(database)
         trees = [await log.load(f"s{i:02d}") for i in range(50)]
         transactions = 0
-        run = database.run
+        name = append_runner(database)
+        run = getattr(database, name)
 
         async def counting_run(fn: Any, /, *args: Any) -> Any:
             nonlocal transactions
             transactions += 1
             return await run(fn, *args)
 
-        database.run = counting_run  # type: ignore[method-assign]
+        setattr(database, name, counting_run)
         try:
 
             async def talk(tree: SessionTree) -> None:
@@ -227,7 +271,7 @@ class TestConcurrency:
                 for tree in trees:
                     group.create_task(talk(tree))
         finally:
-            del database.run
+            delattr(database, name)
         assert transactions < 50 * 10 / 2
         for tree in trees:
             loaded = await log.load(tree.session_key)
@@ -361,14 +405,15 @@ class TestConcurrency:
         log = SessionLog(database)
         tree = await log.load("s")
         entered, gate = asyncio.Event(), asyncio.Event()
-        run = database.run
+        name = append_runner(database)
+        run = getattr(database, name)
 
         async def held(fn: Any, /, *args: Any) -> Any:
             entered.set()
             await gate.wait()
             return await run(fn, *args)
 
-        database.run = held  # type: ignore[method-assign]
+        setattr(database, name, held)
         try:
             task = asyncio.get_running_loop().create_task(say(log, tree, "hello"))
             await entered.wait()
@@ -381,6 +426,6 @@ class TestConcurrency:
             await waiter
             assert [e.payload["text"] for e in tree.events] == ["hello"]
         finally:
-            del database.run
+            delattr(database, name)
         assert await log.load("s") == tree
         await log.settled("never-written")  # nothing pending: returns at once

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from core.errors import SchemaVersionError, StoreError
@@ -143,3 +149,86 @@ class TestSqlite:
             await open_database(url)
         assert "hunter2secret" not in str(err.value)
         assert "cannot open the store" in str(err.value)
+
+
+class TestRunSqlite:
+    """``Database.run_sqlite``: the session log's append path on the ``sqlite://`` store."""
+
+    @pytest.fixture
+    async def db(self, tmp_path: Path) -> AsyncIterator[Database]:
+        database = await open_database(f"sqlite:///{tmp_path / 'direct.db'}")
+        await database.run(lambda conn: conn.exec_driver_sql("CREATE TABLE t (k TEXT PRIMARY KEY)"))
+        yield database
+        await database.close()
+
+    @staticmethod
+    def keys(conn: Connection) -> list[str]:
+        return [row[0] for row in conn.exec_driver_sql("SELECT k FROM t ORDER BY k")]
+
+    async def test_only_the_sync_sqlite_engine_has_it(self, tmp_path: Path) -> None:
+        for scheme, direct in (("sqlite", True), ("sqlite+aiosqlite", False)):
+            database = await open_database(f"{scheme}:///{tmp_path / scheme}.db")
+            try:
+                assert database.direct_sqlite is direct
+            finally:
+                await database.close()
+
+    async def test_commits_in_an_immediate_transaction(self, db: Database) -> None:
+        def insert(dbapi: Any, _dialect: Any, key: str) -> bool:
+            dbapi.execute("INSERT INTO t VALUES (?)", (key,))
+            return bool(dbapi.in_transaction)
+
+        assert await db.run_sqlite(insert, "a") is True
+        assert await db.run(self.keys) == ["a"]
+
+    async def test_an_error_rolls_back_and_surfaces_as_cores(self, db: Database) -> None:
+        """A driver error is Core's IntegrityError, as callers of run() see it; nothing of
+        the failed transaction stays, and the next one works."""
+
+        def insert_twice(dbapi: Any, dialect: Any) -> None:
+            dbapi.execute("INSERT INTO t VALUES ('b')")
+            with _core_errors(dialect):
+                dbapi.execute("INSERT INTO t VALUES ('b')")
+
+        with pytest.raises(IntegrityError):
+            await db.run_sqlite(insert_twice)
+        with pytest.raises(ValueError, match="boom"):
+            await db.run_sqlite(lambda dbapi, _d: (dbapi.execute("INSERT INTO t VALUES ('c')"),
+                                                   _raise(ValueError("boom"))))  # fmt: skip
+        await db.run_sqlite(lambda dbapi, _d: dbapi.execute("INSERT INTO t VALUES ('d')"))
+        assert await db.run(self.keys) == ["d"]
+
+    async def test_a_call_cancelled_before_its_turn_never_runs(self, db: Database) -> None:
+        """Like run_in_executor: cancelled while queued behind other work, it is not run;
+        the SQLite thread is blocked deterministically by a unit of work that waits."""
+        started, release = threading.Event(), threading.Event()
+        ran: list[str] = []
+
+        def blocker(_conn: Connection) -> None:
+            started.set()
+            release.wait()
+
+        blocking = asyncio.ensure_future(db.run(blocker))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        queued = asyncio.ensure_future(db.run_sqlite(lambda _dbapi, _d: ran.append("queued")))
+        await asyncio.sleep(0)  # submitted to the thread, behind the blocker
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        await blocking
+        await db.run_sqlite(lambda _dbapi, _d: ran.append("next"))
+        assert ran == ["next"]
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+@contextlib.contextmanager
+def _core_errors(dialect: Any) -> Iterator[None]:
+    base = dialect.loaded_dbapi.Error
+    try:
+        yield
+    except base as exc:
+        raise DBAPIError.instance("", None, exc, base, dialect=dialect) from exc

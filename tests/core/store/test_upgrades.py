@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, inspect, select, text
 
+from core.sessions import SessionLog
+from core.sessions.payloads import UserMessagePayload
 from core.store import SCHEMA_VERSION, Database, current_version
 from core.store.migrations import migrate
 from core.store.tables import InboxCursorRow, table_of
@@ -73,3 +75,37 @@ async def test_a_version_6_store_is_brought_up_to_date(database: Database) -> No
         ("old", "7", {"persona": {"name": "Scout"}}),
     ]
     assert await database.run(cursors_now) == [("100", None)]
+
+
+def back_to_version_8(conn: Connection) -> None:
+    conn.execute(text("DELETE FROM schema_version WHERE version > 8"))
+    conn.execute(text("ALTER TABLE session_events DROP COLUMN envelope"))
+
+
+async def test_a_version_8_store_keeps_its_sessions(database: Database) -> None:
+    """Version 9 adds ``session_events.envelope``; the events stored before keep none and
+    load as they did, and appends after the upgrade store theirs."""
+    log = SessionLog(database)
+    tree = await log.load("s")
+    first = await log.append(tree, UserMessagePayload(text="before"), delivery_mode="normal")
+    await log.continue_from(tree, first.node_id)
+    await log.append(tree, UserMessagePayload(text="edited"), delivery_mode="normal")
+    await database.run(back_to_version_8)
+    assert await current_version(database) == 8
+
+    await migrate(database)
+
+    assert await current_version(database) == SCHEMA_VERSION
+    assert await database.run(envelopes) == [None] * len(tree)
+    loaded = await SessionLog(database).load("s")
+    assert loaded == tree
+    assert (loaded.branches, loaded.head_id) == (tree.branches, tree.head_id)
+    await log.append(loaded, UserMessagePayload(text="after"), delivery_mode="normal")
+    assert [e is None for e in await database.run(envelopes)] == [True] * len(tree) + [False]
+    assert await SessionLog(database).load("s") == loaded
+
+
+def envelopes(conn: Connection) -> list[str | None]:
+    return [
+        row[0] for row in conn.execute(text("SELECT envelope FROM session_events ORDER BY seq"))
+    ]
