@@ -138,6 +138,16 @@ class TestBuiltins:
         assert "not on the http_get allow-list (*.example.org)" in outcome.content
 
 
+class _Source:
+    """A tool source whose tools a test changes between refreshes."""
+
+    def __init__(self) -> None:
+        self.current: tuple[Tool, ...] = (Tool("a", "A.", None, echo),)
+
+    async def tools(self) -> tuple[Tool, ...]:
+        return self.current
+
+
 class TestResultsAndSources:
     async def test_a_long_result_is_cut_with_a_marker_saying_how_long_it_was(self) -> None:
         reg = ToolRegistry([Tool("echo", "Echo.", EchoArgs, echo)], result_max_chars=1000)
@@ -177,14 +187,7 @@ class TestResultsAndSources:
     async def test_sources_are_taken_in_at_refresh_and_specs_rebuilt_only_on_change(
         self,
     ) -> None:
-        class Source:
-            def __init__(self) -> None:
-                self.current: tuple[Tool, ...] = (Tool("a", "A.", None, echo),)
-
-            async def tools(self) -> tuple[Tool, ...]:
-                return self.current
-
-        source = Source()
+        source = _Source()
         reg = ToolRegistry([Tool("echo", "Echo.", EchoArgs, echo)], sources=[source])
         assert reg.names() == ["echo"]
         await reg.refresh()
@@ -201,14 +204,7 @@ class TestResultsAndSources:
     async def test_spec_tokens_follow_the_tools_without_reserialising(self) -> None:
         """The schemas' estimate is kept until the tools change, then taken again."""
 
-        class Source:
-            def __init__(self) -> None:
-                self.current: tuple[Tool, ...] = (Tool("a", "A.", None, echo),)
-
-            async def tools(self) -> tuple[Tool, ...]:
-                return self.current
-
-        source = Source()
+        source = _Source()
         reg = ToolRegistry([Tool("echo", "Echo.", EchoArgs, echo)], sources=[source])
         assert reg.spec_tokens() == estimate_tools(reg.specs())
         await reg.refresh()
