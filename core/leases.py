@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
@@ -219,9 +219,7 @@ class Leases:
         holder's leases are expired and this one is taken, in this call.
         """
         now = self.clock.now()
-        holder: str | None = await self._db.run(
-            lambda conn: take(conn, kind, key, owner=self.owner, now=now, until=now + self.ttl)
-        )
+        holder: str | None = await self._db.run(self.take_with(kind, key))
         if holder is None or holder not in await self.liveness.dead({holder}):
             return holder
         dead = holder
@@ -233,6 +231,18 @@ class Leases:
         if expired:
             self._taken_over([dead], expired)
         return holder
+
+    def take_with(self, kind: LeaseKind, key: str) -> Callable[[Connection], str | None]:
+        """:meth:`take` as a write for the caller's own transaction, to commit with its
+        other writes (a spawn's subagent row): None when ours, else the holder. Unlike
+        :meth:`take` it seeks no proof that a holder is dead; it is for keys this
+        process has just minted, which nobody else holds."""
+        now = self.clock.now()
+        return lambda conn: take(conn, kind, key, owner=self.owner, now=now, until=now + self.ttl)
+
+    def release_with(self, kind: LeaseKind, key: str) -> Callable[[Connection], None]:
+        """:meth:`release` as a write for the caller's own transaction."""
+        return lambda conn: release(conn, kind, key, owner=self.owner)
 
     async def take_over_dead(self) -> list[tuple[LeaseKind, str]]:
         """Expire every lease of the other owners that are provably dead, and return
@@ -260,7 +270,7 @@ class Leases:
         _log.info("leases.taken_over_dead", owner=self.owner, owners=owners, count=count)
 
     async def release(self, kind: LeaseKind, key: str) -> None:
-        await self._db.run(lambda conn: release(conn, kind, key, owner=self.owner))
+        await self._db.run(self.release_with(kind, key))
 
     async def holders(self, kind: LeaseKind) -> dict[str, str]:
         """Keys of ``kind`` under a live lease, and whose (ours included)."""

@@ -28,8 +28,8 @@ statements returned, so the failure propagates like any other.
 
 Every unit of work goes through SQLAlchemy but one: :meth:`Database.run_sqlite`,
 the session log's append (two commits per agent step). On the ``sqlite://``
-engine it hands the function the ``sqlite3`` connection itself, inside ``BEGIN IMMEDIATE`` and
-``COMMIT`` issued on it directly.
+engine it hands the function the ``sqlite3`` connection itself, inside
+``BEGIN IMMEDIATE`` and ``COMMIT`` issued on it directly.
 """
 
 from __future__ import annotations

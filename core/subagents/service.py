@@ -40,8 +40,6 @@ from core.clock import Clock, SystemClock
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile, agent_display_name
 from core.errors import FeatureDisabled, ThreadboundError
 from core.handoffs.activation import may_activate
-from core.leases import release as release_lease
-from core.leases import take as take_lease
 from core.logging import get_logger
 from core.runtime import SessionBusy, SessionRuntime
 from core.sessions.log import AppendItem, SessionLog, as_item
@@ -310,16 +308,13 @@ class SubagentService:
             )
         )
         await self._sessions.append_many(tree, items)
+        key = record.session_key
         leases = self._runtime.leases
-        now = self.clock.now()
-        owner, until = (leases.owner, now + leases.ttl) if leases is not None else (None, now)
+        take = leases.take_with("session", key) if leases is not None else None
 
         def save_and_lease(conn: Connection) -> None:
             repository.upsert_subagent(conn, record)
-            if owner is None:
-                return
-            key = record.session_key
-            holder = take_lease(conn, "session", key, owner=owner, now=now, until=until)
+            holder = take(conn) if take is not None else None
             if holder is not None:  # a fresh key: never, unless keys collide
                 raise SessionBusy(key, holder)
 
@@ -364,12 +359,12 @@ class SubagentService:
         with contextlib.suppress(ThreadboundError):
             await self._sessions.discard(key)
         leases = self._runtime.leases
-        owner = leases.owner if leases is not None else None
+        release = leases.release_with("session", key) if leases is not None else None
 
         def delete(conn: Connection) -> None:
             repository.delete_subagent(conn, key)
-            if owner is not None:
-                release_lease(conn, "session", key, owner=owner)
+            if release is not None:
+                release(conn)
 
         await self._db.run(delete)
         _log.info("subagent.discarded", session_key=key)
