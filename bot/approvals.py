@@ -25,10 +25,12 @@ from adapters.discord.approvals import APPROVAL_TEMPLATE, approval_view
 from bot.commands.permissions import NOT_OWNER, may_change
 from bot.handoffs.ui import account_of, say
 from bot.presses import handle_press
+from core.agent.endings import TIMED_OUT, cancelled_by
 from core.inbox import InboxPress
 from core.logging import get_logger
 from core.sessions.events import SessionEvent
 from core.sessions.payloads import ApprovalDecision, ApprovalOption
+from core.sessions.tree import ApprovalRecord
 
 __all__ = ["ApprovalButton", "approval_pressed", "recover_approval", "setup_approvals"]
 
@@ -141,8 +143,15 @@ async def approval_pressed(
     if record is None:  # not pending, never decided: the turn ended another way
         await say(interaction, "This request is no longer waiting for a decision.")
         return
-    decided = _DECIDED.get(record.decision, record.decision).format(who=record.by_name or "someone")
-    await say(interaction, f"Already decided: {decided}.")
+    await say(interaction, f"Already decided: {_decided(record)}.")
+
+
+def _decided(record: ApprovalRecord) -> str:
+    """How the request was decided, for a press that came too late; a ``/cancel`` that
+    ended it names who cancelled."""
+    if record.decision == "withdrawn" and record.reason in ("cancel", TIMED_OUT):
+        return cancelled_by(record.by_name, record.reason)
+    return _DECIDED.get(record.decision, record.decision).format(who=record.by_name or "someone")
 
 
 async def recover_approval(account: AccountRuntime, press: InboxPress) -> None:

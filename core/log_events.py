@@ -40,6 +40,7 @@ __all__ = [
     "EventLogger",
     "LogEvent",
     "RoutingResolved",
+    "SubagentCompleted",
     "emit",
 ]
 
@@ -63,6 +64,7 @@ class LogEvent(StrEnum):
     BINDING_EXPIRED = "binding.expired"
     BINDING_LIFETIME_CHANGED = "binding.lifetime_changed"
     CONFIG_CHANGED = "config.changed"
+    SUBAGENT_COMPLETED = "subagent.completed"
 
 
 class EventLogger(Protocol):
@@ -257,6 +259,22 @@ class ConfigChanged(Event):
         return data
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentCompleted(Event):
+    """A subagent's task ended (once per completion; ``recorded`` False when an earlier
+    pass had already recorded it). ``outcome``: ``completed``, ``failed``,
+    ``timed_out``, or a person's doing (``cancelled``, ``rejected``), which the canary
+    never counts as a failure. ``account`` is the requester's."""
+
+    name: ClassVar[str] = LogEvent.SUBAGENT_COMPLETED.value
+
+    session_key: str
+    outcome: str
+    completion_id: str
+    recorded: bool
+    account: str | None
+
+
 EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     RoutingResolved,
     DeliverySent,
@@ -267,6 +285,7 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     BindingExpired,
     BindingLifetimeChanged,
     ConfigChanged,
+    SubagentCompleted,
 )
 
 OPTIONAL_FIELDS: Final = frozenset({"guild"})

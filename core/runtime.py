@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.agent.agent import Agent, resolved, withdrawal
+from core.agent.endings import STOPPING
 from core.agent.events import AgentEvent, TurnCancelled, TurnEnded, TurnInterrupted
 from core.agent.loop import resumable_turn
 from core.agent.messages import INTERRUPTED_RESULT, unanswered_results
@@ -320,7 +321,7 @@ class SessionRuntime:
             if not agent.running or await agent.suspend():
                 continue
             turn_id = agent.tree.running_turn_id
-            await agent.cancel(keep_queues=True)
+            await agent.cancel(keep_queues=True, reason=STOPPING)  # the bot's, no person's
             agent.emit(TurnInterrupted(agent.session_key, turn_id, stopping=True))
             stopped += 1
         return stopped

@@ -10,7 +10,7 @@ from the id alone, after a restart too. The message is posted by the bot,
 not the persona: it is the bot asking a person on the agent's behalf.
 
 When the request ends, the message is edited to say how (allowed by whom,
-denied, no answer in time, withdrawn) and the buttons go. A request a
+denied, no answer in time, cancelled by whom, withdrawn) and the buttons go. A request a
 restarted process takes up again finds its message in the thread's recent
 history, so it is not asked twice.
 """
@@ -25,6 +25,7 @@ import discord
 
 from adapters.discord.delivery import ThreadDelivery
 from adapters.discord.tool_lines import short_arguments
+from core.agent.endings import BOT_CANCEL_REASONS, STOPPING, TIMED_OUT, cancelled_by
 from core.agent.events import ApprovalRequested, ApprovalResolved
 from core.bindings.records import SessionBindingRecord
 from core.logging import get_logger
@@ -36,6 +37,7 @@ __all__ = [
     "approval_view",
     "request_text",
     "resolved_text",
+    "withdrawn_text",
 ]
 
 _log = get_logger("adapters.discord")
@@ -125,20 +127,27 @@ def resolved_text(
         mark = "⛔" if decision == "deny" else "✅"
         shown = discord.utils.escape_markdown(option)
         return f"🔐 {_call(name, arguments)}: {mark} “{shown}”, chosen by {who}"
-    withdrawn = (
-        "↩️ withdrawn: a bot restart ended the agent's turn"
-        if reason == "restart"
-        else "↩️ withdrawn: the turn moved on"
-    )
     outcome = {
         "allow": f"✅ allowed by {who}",
         "allow_session": f"✅ allowed by {who} for the rest of this session",
         "deny": f"⛔ denied by {who}",
         "timeout": "⌛ nobody answered in time: "
         + ("the agent was told it is cancelled" if external else "denied"),
-        "withdrawn": withdrawn,
+        "withdrawn": withdrawn_text(reason, by_name),
     }.get(decision, decision)
     return f"🔐 {_call(name, arguments)}: {outcome}"
+
+
+def withdrawn_text(reason: str | None, by_name: str | None) -> str:
+    """Why a request ended unanswered: a person's ``/cancel`` names them (an external
+    agent is answered ``cancelled``), as a cancel of the bot's own says why."""
+    if reason == "restart":
+        return "↩️ withdrawn: a bot restart ended the agent's turn"
+    if reason == STOPPING:
+        return f"↩️ withdrawn: {BOT_CANCEL_REASONS[STOPPING]}"
+    if reason in ("cancel", TIMED_OUT):
+        return "⏹️ " + discord.utils.escape_markdown(cancelled_by(by_name, reason))
+    return "↩️ withdrawn: the turn moved on"
 
 
 @dataclass(slots=True)

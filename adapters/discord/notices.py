@@ -19,6 +19,8 @@ FAREWELL_REASONS = {
     "run-complete": "the subagent finished its task",
     "spawn-failed": "the subagent could not be started",
     "run-failed": "the subagent's task failed",
+    "run-cancelled": "the subagent's task was cancelled",
+    "run-rejected": "the subagent stopped where its request was rejected",
     "handed-off": "the session was handed off to a new thread",
     "user-unfocus": "it was unfocused",
 }

@@ -32,6 +32,7 @@ from adapters.discord.delivery import BotSink, Persona, StatusSink, ThreadDelive
 from adapters.discord.streaming import StreamingMessage
 from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
 from core.agent.agent import Agent
+from core.agent.endings import TIMED_OUT, cancelled_by, capitalised, rejected_by
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
@@ -75,6 +76,14 @@ _STATUS_EVENTS = (
 NOTICE_LIMIT = 300
 PLAN_LIMIT = 1_900
 _PLAN_MARKS = {"completed": "✅", "in_progress": "🔄", "pending": "⬜"}
+_PLAN_STOPPED = "⏹️"
+_PLAN_ENDS = {
+    "max_steps": "⏹️ stopped: out of steps",
+    "budget": "⏹️ stopped: the budget is used up",
+}
+"""How a plan line ends when its turn ended other than by completing or a person."""
+CUT_OFF = "-# ✂️ cut off here: {why}"
+"""The mark under words a cancel, a steer or a reject cut off mid-way."""
 
 
 def status_text(
@@ -83,15 +92,19 @@ def status_text(
     failed: bool = False,
     model: str | None = None,
     interrupted: bool = False,
+    stopped: str | None = None,
 ) -> str:
-    """The thread's status line: running, idle, failed or cut off by a stop, what is
-    queued, and the model when the session was switched to one with ``/model``."""
+    """The thread's status line: running, idle, failed, cut off by a stop or stopped by
+    a person (``stopped``: ``⏹️ Cancelled by @alice``), what is queued, and the model
+    when the session was switched to one with ``/model``."""
     if snapshot.running:
         state = "⏳ running"
     elif failed:
         state = "⚠️ last turn failed; send a message to retry"
     elif interrupted:
         state = "⏹️ last turn cut off by a bot restart; send a message to carry on"
+    elif stopped:
+        state = f"{stopped}; send a message to carry on"
     else:
         state = "✅ idle"
     parts = [state]
@@ -135,14 +148,24 @@ def interrupted_notice(event: TurnInterrupted, name: str) -> str:
     )
 
 
-def plan_text(entries: tuple[tuple[str, str], ...]) -> str:
-    """An external agent's plan on one line: each step marked done, under way or to do."""
+def plan_text(entries: tuple[tuple[str, str], ...], *, stopped: str | None = None) -> str:
+    """An external agent's plan on one line: each step marked done, under way or to do.
+
+    ``stopped``: how the turn ended when it did not complete (``⏹️ cancelled by
+    @alice``); the steps not done are then marked stopped, not left under way."""
     done = sum(1 for _, status in entries if status == "completed")
+
+    def mark(status: str) -> str:
+        if stopped and status != "completed":
+            return _PLAN_STOPPED
+        return _PLAN_MARKS.get(status, "⬜")
+
     steps = " · ".join(
-        f"{_PLAN_MARKS.get(status, '⬜')} {discord.utils.escape_markdown(' '.join(what.split()))}"
+        f"{mark(status)} {discord.utils.escape_markdown(' '.join(what.split()))}"
         for what, status in entries
     )
-    text = f"📋 **Plan** ({done}/{len(entries)} done): {steps}"
+    how = f"; {discord.utils.escape_markdown(stopped)}" if stopped else ""
+    text = f"📋 **Plan** ({done}/{len(entries)} done{how}): {steps}"
     return text if len(text) <= PLAN_LIMIT else text[: PLAN_LIMIT - 1] + "…"
 
 
@@ -191,6 +214,9 @@ class ThreadPresenter:
         """This turn's tool lines by call id, with the message text and stream each is in."""
         self._plan: StreamingMessage | None = None
         """This turn's plan line (an external agent's), edited as the plan moves."""
+        self._plan_entries: tuple[tuple[str, str], ...] = ()
+        self._stopped: str | None = None
+        """How a person stopped the last turn (``⏹️ Cancelled by @alice``), for the status."""
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
@@ -209,6 +235,7 @@ class ThreadPresenter:
     def on_event(self, event: AgentEvent) -> None:
         if isinstance(event, TurnStarted):
             self._failed = self._interrupted = False
+            self._stopped = None
         turn_over = isinstance(event, TurnEnded | TurnCancelled)
         if isinstance(event, _STATUS_EVENTS) and not turn_over:
             self._show_status()
@@ -225,6 +252,12 @@ class ThreadPresenter:
         elif isinstance(event, ApprovalResolved):
             if event.decision in ("allow", "allow_session"):
                 self._set_line(event.call_id, "running")  # it runs now
+            elif event.decision == "deny" and event.option is not None:  # an agent's reject
+                said = rejected_by(event.by_name, event.option)
+                self._end_line(event.call_id, "rejected", said)
+            elif event.decision == "withdrawn" and event.reason in ("cancel", TIMED_OUT):
+                said = cancelled_by(event.by_name, event.reason)
+                self._end_line(event.call_id, "cancelled", said)
             elif event.decision == "withdrawn":
                 self._set_line(event.call_id, "withdrawn")
             self._then(self._approvals.settle(self._record, event))
@@ -248,8 +281,7 @@ class ThreadPresenter:
         elif isinstance(
             event, ToolStarted | ToolsSkipped | SteeringInjected | TurnEnded | TurnCancelled
         ):
-            if isinstance(event, TurnCancelled):
-                self._end_lines("cancelled")  # calls cut short say so, wherever they are
+            self._ending(event)
             self._close_stream()  # the next words start a new message, in order
             if turn_over:  # "idle" only once the turn's last words have landed
                 self._lines.clear()
@@ -266,7 +298,7 @@ class ThreadPresenter:
             self._end_lines("error")
             self._lines.clear()
             self._close_stream()
-            self._close_plan()
+            self._stop_plan("⚠️ failed")
             self._then(self._notice(failure_notice(event)))
             self._then(self._status_now())  # a crash ends the turn without TurnEnded
 
@@ -306,6 +338,7 @@ class ThreadPresenter:
                 failed=self._failed,
                 model=model,
                 interrupted=self._interrupted,
+                stopped=self._stopped,
             )
         )
 
@@ -367,11 +400,47 @@ class ThreadPresenter:
             call = event.call
             self._add_line(ToolLine(call.id, call.name, call.arguments, status, result))
 
-    def _end_lines(self, status: ToolStatus) -> None:
-        """The turn stopped: every call still running or waiting ended with it."""
-        for call_id, (line, _doc, _stream) in list(self._lines.items()):
-            if not line.final:
-                self._set_line(call_id, status)
+    def _ending(self, event: AgentEvent) -> None:
+        """What a turn's end (or a steer that cut an external agent off) does to what
+        the thread shows: words cut off get a mark, calls cut short say so, the plan
+        line says how it ended, the status line names the person who stopped it."""
+        if isinstance(event, TurnCancelled):
+            said = cancelled_by(event.by_name, event.reason)
+            self._cut_off(said)
+            self._end_lines("cancelled", said)  # calls cut short say so, wherever they are
+            self._stop_plan(f"⏹️ {said}")
+            self._stopped = f"⏹️ {discord.utils.escape_markdown(capitalised(said))}"
+        elif isinstance(event, TurnEnded) and event.reason == "rejected":
+            said = rejected_by(event.by_name, event.option)
+            self._cut_off(said)
+            self._end_lines("cancelled")  # the rejected call's own line says who
+            self._stop_plan(f"⛔ {said}")
+            self._stopped = f"⛔ {discord.utils.escape_markdown(capitalised(said))}"
+        elif isinstance(event, TurnEnded) and event.reason in _PLAN_ENDS:
+            self._stop_plan(_PLAN_ENDS[event.reason])
+        elif isinstance(event, SteeringInjected) and event.cut:
+            self._cut_off("a new message redirected the agent")
+            self._end_lines("cancelled")
+
+    def _cut_off(self, why: str) -> None:
+        """Mark where the open message's words stopped, so they do not read as finished."""
+        mark = CUT_OFF.format(why=discord.utils.escape_markdown(why))
+        if self._doc is not None and self._doc.cut_off(mark):
+            self._show_document()
+
+    def _end_lines(self, status: ToolStatus, ended: str | None = None) -> None:
+        """The turn stopped: every call still running or waiting ended with it
+        (``ended``: in words naming who, ``cancelled by @alice``)."""
+        for call_id in list(self._lines):
+            self._end_line(call_id, status, ended)
+
+    def _end_line(self, call_id: str, status: ToolStatus, ended: str | None) -> None:
+        """One call ended other than by running: ``ended`` says how, naming who."""
+        found = self._lines.get(call_id)
+        if found is None or found[0].final:
+            return
+        found[0].ended = ended
+        self._set_line(call_id, status)
 
     def _show_plan(self, event: PlanShown) -> None:
         """The plan line: posted at the turn's first plan, edited as it moves."""
@@ -381,10 +450,19 @@ class ThreadPresenter:
                 clock=self._clock,
                 min_interval=self._interval,
             )
+        self._plan_entries = event.entries
         self._plan.replace(plan_text(event.entries))
+
+    def _stop_plan(self, how: str) -> None:
+        """The turn ended without completing: the plan line's steps not done show as
+        stopped and the line says ``how``; then it is closed, as at any turn's end."""
+        if self._plan is not None and self._plan_entries:
+            self._plan.replace(plan_text(self._plan_entries, stopped=how))
+        self._close_plan()
 
     def _close_plan(self) -> None:
         plan, self._plan = self._plan, None
+        self._plan_entries = ()
         if plan is not None:
             self._then(plan.close())
 

@@ -28,7 +28,9 @@ __all__ = [
     "short_result",
 ]
 
-ToolStatus = Literal["running", "waiting", "ok", "error", "denied", "withdrawn", "cancelled"]
+ToolStatus = Literal[
+    "running", "waiting", "ok", "error", "denied", "withdrawn", "cancelled", "rejected"
+]
 
 _STATUS: Final[dict[str, str]] = {
     "running": "…",
@@ -38,8 +40,9 @@ _STATUS: Final[dict[str, str]] = {
     "denied": "⛔ denied",
     "withdrawn": "↩️ withdrawn",
     "cancelled": "⏹️ cancelled",
+    "rejected": "⛔ rejected",
 }
-FINAL_STATUSES: Final = frozenset({"ok", "error", "denied", "withdrawn", "cancelled"})
+FINAL_STATUSES: Final = frozenset({"ok", "error", "denied", "withdrawn", "cancelled", "rejected"})
 """How a call can end; a line in one of these is not changed again by a later event."""
 ARGUMENTS_LIMIT: Final = 80
 RESULT_LIMIT: Final = 80
@@ -82,13 +85,16 @@ def _glance(text: str, limit: int) -> str:
 
 @dataclass(slots=True)
 class ToolLine:
-    """One call's line; ``result`` is what the tool answered (shown shortened), if it ran."""
+    """One call's line; ``result`` is what the tool answered (shown shortened), if it ran.
+    ``ended``: how it ended in words naming who, in place of the status's own
+    (``cancelled by @alice``, ``rejected by @alice: Reject``)."""
 
     call_id: str
     name: str
     arguments: str
     status: ToolStatus = "running"
     result: str | None = None
+    ended: str | None = None
 
     @property
     def final(self) -> bool:
@@ -99,7 +105,11 @@ class ToolLine:
         name = self.name.replace("`", "'")
         shown = f"-# 🔧 `{name}`" + (f" · {args}" if args else "")
         result = short_result(self.result) if self.result else ""
-        return f"{shown} · {_STATUS[self.status]}" + (f" → {result}" if result else "")
+        status = _STATUS[self.status]
+        if self.ended:
+            mark = status.split(" ", 1)[0]
+            status = f"{mark} {discord.utils.escape_markdown(_flat(self.ended, RESULT_LIMIT))}"
+        return f"{shown} · {status}" + (f" → {result}" if result else "")
 
 
 class TranscriptDoc:
@@ -118,6 +128,18 @@ class TranscriptDoc:
     def add_line(self, line: ToolLine) -> None:
         self._parts.append(line)
         self._lines[line.call_id] = line
+
+    def cut_off(self, mark: str) -> bool:
+        """End the words being said with ``mark``, on a line of its own, where they were
+        cut off; False, and nothing added, when the message does not end in words (a
+        tool line then says how its call ended)."""
+        if not self._parts or not isinstance(self._parts[-1], str):
+            return False
+        words = self._parts[-1]
+        if not words.strip():
+            return False
+        self._parts[-1] = words + ("" if words.endswith("\n") else "\n") + mark
+        return True
 
     def line(self, call_id: str) -> ToolLine | None:
         return self._lines.get(call_id)

@@ -84,7 +84,19 @@ class SteeringCommands:
         if record is None:
             return
         agent = self.account.services.runtime.peek(record.target_session_key)
-        dropped = await agent.cancel() if agent is not None else []
+        user = interaction.user
+        dropped = (
+            await agent.cancel(by_user_id=str(user.id), by_name=user.display_name)
+            if agent is not None
+            else []
+        )
+        if agent is not None:
+            _log.info(
+                "turn.cancelled",
+                session_key=record.target_session_key,
+                user=str(user.id),
+                dropped=len(dropped),
+            )
         if dropped:
             listed = "\n".join(f"- ({m.mode}) {m.text}" for m in dropped)
             text = f"Cancelled. Dropped {len(dropped)} queued message(s):\n{listed}"

@@ -12,7 +12,9 @@ What ACP changes:
 - The agent asks before a tool call with options of its own; the person's
   choice is recorded as an approval decision naming the option, and answered
   with exactly that option. No answer in time, a ``/cancel``, a steer or a stop
-  answers ``cancelled``.
+  answers ``cancelled``. An agent that stops (``cancelled``) after a person
+  chose its reject option ends the turn ``rejected``, by that person: the
+  person's choice, not the agent's failure.
 - A prompt cannot take a message while it runs. A steer cancels the prompt
   (``session/cancel``); once the agent answers ``cancelled``, the steering is
   recorded as steer messages and sent as the next prompt, labelled as steering.
@@ -107,6 +109,9 @@ _STOP_REASONS: Final[dict[str, tuple[EndReason, str | None]]] = {
     "refusal": ("error", "the external agent refused to go on with this request"),
     "cancelled": ("error", "the external agent stopped the turn"),
 }
+"""How a prompt's stop reason ends the turn; ``cancelled`` is an error only when nobody
+asked for it (a steer prompts again, a person's reject ends it ``rejected``, a
+``/cancel`` cancels the turn)."""
 
 
 def stored_session(tree: SessionTree, agent: str) -> dict[str, Any] | None:
@@ -158,6 +163,16 @@ class _Call:
     done: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Rejection:
+    """A reject option chosen by a person: who, which (its label), on which call."""
+
+    call_id: str
+    by_user_id: str | None
+    by_name: str | None
+    option: str
+
+
 @dataclass(slots=True)
 class _Prompt:
     """What one prompt produced so far."""
@@ -167,6 +182,8 @@ class _Prompt:
     calls: dict[str, _Call] = field(default_factory=dict)
     records: list[AppendItem] = field(default_factory=list)
     cost_usd: float | None = None
+    rejection: _Rejection | None = None
+    """The person's choice of one of the agent's reject options, if one was made."""
 
 
 class _Turn:
@@ -214,11 +231,13 @@ class _Turn:
                 if response.stop_reason == "cancelled" and host.tree.steering_queue:
                     # -- a steer cancelled the prompt: record it, send it as the next one
                     queued = len(host.tree.path())
-                    await inject_steering(host, turn_id)
+                    await inject_steering(host, turn_id, cut=True)
                     steering = [e for e in host.tree.path()[queued:] if e.type == "user_message"]
                     blocks = self._blocks(steering, "")
                     continue
                 reason, error = _STOP_REASONS.get(response.stop_reason, ("completed", None))
+                if response.stop_reason == "cancelled" and self.prompt.rejection is not None:
+                    reason, error = "rejected", None  # it stopped where a person said no
                 break
         except ProviderError as exc:
             reason, error = "error", str(exc)
@@ -234,10 +253,32 @@ class _Turn:
 
         # -- close the turn durably before any follow-up may start
         rounds = self.prompt.round
-        await host.append(
-            TurnEndedPayload(turn_id=turn_id, reason=reason, steps=rounds, error=error)
+        rejected = self.prompt.rejection if reason == "rejected" else None
+        by_user_id, by_name, option = (
+            (rejected.by_user_id, rejected.by_name, rejected.option) if rejected else (None,) * 3
         )
-        host.emit(TurnEnded(host.session_key, turn_id, reason, rounds))
+        await host.append(
+            TurnEndedPayload(
+                turn_id=turn_id,
+                reason=reason,
+                steps=rounds,
+                error=error,
+                by_user_id=by_user_id,
+                by_name=by_name,
+                option=option,
+            )
+        )
+        host.emit(
+            TurnEnded(
+                host.session_key,
+                turn_id,
+                reason,
+                rounds,
+                by_user_id=by_user_id,
+                by_name=by_name,
+                option=option,
+            )
+        )
 
     # -- opening ----------------------------------------------------------------
 
@@ -291,21 +332,32 @@ class _Turn:
         self.prompt = _Prompt(round=self.prompt.round + 1)
         sent = sum(len(getattr(b, "text", "") or "") for b in blocks)
         response: PromptResponse | None = None
+        cut = False
         try:
             response = await self.conn.prompt(blocks, self)
+        except asyncio.CancelledError:
+            cut = True  # the turn is cancelled: its open requests are the cancel's to end
+            raise
         finally:
             # What it said and did is kept, whether it answered, failed or was cancelled.
-            await self._withdraw()
-            await self._record(sent, response.usage if response is not None else None)
+            if not cut:
+                await self._withdraw()
+            await self._record(sent, response)
         return response
 
-    async def _record(self, sent: int, usage: AcpUsage | None) -> None:
-        """The prompt's words, tool calls and usage, in the log (also when it failed)."""
+    async def _record(self, sent: int, response: PromptResponse | None) -> None:
+        """The prompt's words, tool calls and usage, in the log (also when it failed).
+
+        Calls it left unfinished are recorded ``cancelled``; when the prompt was cut
+        (a cancel, a steer, a reject, a crash) their lines are the turn's ending's to
+        close (``⏹️ cancelled by @alice``), not an error of theirs."""
         prompt, host = self.prompt, self.host
+        usage = response.usage if response is not None else None
+        cut = response is None or response.stop_reason == "cancelled"
         text = "".join(prompt.parts)
         for state in prompt.calls.values():
             if not state.done:
-                self._finish(state, "cancelled", is_error=True)
+                self._finish(state, "cancelled", is_error=True, shown=not cut)
         items = list(prompt.records)
         items.append(
             as_item(
@@ -401,12 +453,16 @@ class _Turn:
             return cancelled()  # the turn was cancelled, or the bot is stopping
         finally:
             self.waiters.pop(state.call.id, None)
-        chosen = record.option_id
-        if chosen is not None and any(o.option_id == chosen for o in options):
-            return RequestPermissionResponse(
-                outcome=AllowedOutcome(option_id=chosen, outcome="selected")
+        chosen = next((o for o in options if o.option_id == record.option_id), None)
+        if chosen is None:
+            return cancelled()  # no answer in time, or withdrawn
+        if chosen.kind in ("reject_once", "reject_always"):
+            self.prompt.rejection = _Rejection(
+                state.call.id, record.by_user_id, record.by_name, chosen.name
             )
-        return cancelled()  # no answer in time, or withdrawn
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=chosen.option_id, outcome="selected")
+        )
 
     # -- tool calls ---------------------------------------------------------------
 
@@ -437,11 +493,21 @@ class _Turn:
         if update.status in ("completed", "failed") and not state.done:
             self._finish(state, update.status, is_error=update.status == "failed")
 
-    def _finish(self, state: _Call, status: str, *, is_error: bool) -> None:
+    def _finish(self, state: _Call, status: str, *, is_error: bool, shown: bool = True) -> None:
+        """The call's end, recorded; ``shown``: also told to the thread (a call a cut
+        prompt left unfinished is closed by the turn's ending instead). A call a person
+        rejected is reported denied, not as the agent's error."""
         state.done = True
         host = self.host
         content = state.output or ("failed" if is_error else "done")
-        host.emit(ToolFinished(host.session_key, self.turn_id, state.call, content, is_error))
+        rejection = self.prompt.rejection
+        denied = rejection is not None and rejection.call_id == state.call.id
+        if shown:
+            host.emit(
+                ToolFinished(
+                    host.session_key, self.turn_id, state.call, content, is_error, denied=denied
+                )
+            )
         acp_id = next(k for k, v in self.prompt.calls.items() if v is state)
         self.prompt.records.append(
             as_item(
@@ -496,7 +562,8 @@ class _Turn:
 
     async def _abandon(self) -> None:
         """The turn is cancelled (``/cancel``, a stop): the agent is told, its open
-        requests answered ``cancelled`` (the agent records their withdrawal)."""
+        requests answered ``cancelled``; :meth:`Agent.cancel` records their withdrawal,
+        naming who cancelled."""
         for waiter in list(self.waiters.values()):
             waiter.cancel()
         with contextlib.suppress(Exception):

@@ -381,12 +381,22 @@ class Agent:
 
     # -- cancel ----------------------------------------------------------------
 
-    async def cancel(self, *, keep_queues: bool = False) -> list[QueuedMessage]:
+    async def cancel(
+        self,
+        *,
+        keep_queues: bool = False,
+        by_user_id: str | None = None,
+        by_name: str | None = None,
+        reason: str | None = None,
+    ) -> list[QueuedMessage]:
         """Stop the running turn at its next await point; returns the dropped messages.
 
         The model stream is closed and a running tool is cancelled; calls left
         without a result get a synthetic one so the history stays valid. Both
-        queues are cleared unless ``keep_queues``.
+        queues are cleared unless ``keep_queues``. ``by_user_id``/``by_name``: the
+        person who cancelled, recorded and shown as such; a cancel of the bot's own
+        names none and gives its ``reason`` instead (see :mod:`core.agent.endings`),
+        so it is never taken for a person's.
         """
         async with self._entry:
             task = self._task
@@ -401,22 +411,43 @@ class Agent:
             if task is None and turn_id is None and not dropped:
                 return []
             withdrawn = self.tree.pending_approvals
-            items: list[AppendItem] = [as_item(withdrawal(p, "cancel")) for p in withdrawn]
+            why = reason or "cancel"
+            items: list[AppendItem] = [
+                as_item(withdrawal(p, why, by_user_id=by_user_id, by_name=by_name))
+                for p in withdrawn
+            ]
             items += [
                 as_item(payload)
                 for payload in unanswered_results(self.tree, CANCELLED_RESULT, turn_id)
             ]
             dropped_ids = [m.item_id for m in dropped]
             items.append(
-                as_item(TurnCancelledPayload(turn_id=turn_id, dropped_item_ids=dropped_ids))
+                as_item(
+                    TurnCancelledPayload(
+                        turn_id=turn_id,
+                        dropped_item_ids=dropped_ids,
+                        by_user_id=by_user_id,
+                        by_name=by_name,
+                        reason=reason,
+                    )
+                )
             )
             if dropped:
                 items.append(as_item(QueueClearedPayload(item_ids=dropped_ids, reason="cancelled")))
             await self.append_many(items)
             self._mark_idle()
         for pending in withdrawn:
-            self.emit(resolved(self.session_key, pending, "withdrawn"))
-        self.emit(TurnCancelled(self.session_key, turn_id, tuple(m.text for m in dropped)))
+            self.emit(resolved(self.session_key, pending, "withdrawn", by_name, reason=why))
+        self.emit(
+            TurnCancelled(
+                self.session_key,
+                turn_id,
+                tuple(m.text for m in dropped),
+                by_user_id=by_user_id,
+                by_name=by_name,
+                reason=reason,
+            )
+        )
         return dropped
 
     async def switch_model(
@@ -677,13 +708,22 @@ class Agent:
                 _log.warning("agent.listener_failed", session_key=self.session_key, exc_info=True)
 
 
-def withdrawal(pending: PendingApproval, reason: str) -> ApprovalDecidedPayload:
-    """The decision that ends ``pending`` without a person (``reason``: cancel, restart)."""
+def withdrawal(
+    pending: PendingApproval,
+    reason: str,
+    *,
+    by_user_id: str | None = None,
+    by_name: str | None = None,
+) -> ApprovalDecidedPayload:
+    """The decision that ends ``pending`` without an answer to it (``reason``: cancel,
+    restart, stopping, timed_out); ``by_*``: the person whose ``/cancel`` ended it."""
     return ApprovalDecidedPayload(
         turn_id=pending.turn_id,
         tool_call_id=pending.tool_call_id,
         name=pending.name,
         decision="withdrawn",
+        by_user_id=by_user_id,
+        by_name=by_name,
         reason=reason,
     )
 

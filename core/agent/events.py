@@ -45,10 +45,16 @@ class TurnStarted:
 
 @dataclass(frozen=True, slots=True)
 class TurnEnded:
+    """A turn's end; ``reason`` ``rejected``: a person chose an external agent's reject
+    option (``by_name`` who, ``option`` its label) and the agent stopped there."""
+
     session_key: str
     turn_id: str
     reason: str
     steps: int
+    by_user_id: str | None = None
+    by_name: str | None = None
+    option: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +130,9 @@ class ApprovalResolved:
     option: str | None = None
     """The label of the external agent's option chosen, in the agent's own words."""
     reason: str | None = None
-    """Why it was withdrawn (``"restart"``: the agent's process did not survive one)."""
+    """Why it was withdrawn (``"restart"``: the agent's process did not survive one;
+    ``"cancel"``: a ``/cancel``, by ``by_name``; ``"stopping"``, ``"timed_out"``: the
+    bot cancelled the turn itself)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +146,13 @@ class ToolsSkipped:
 
 @dataclass(frozen=True, slots=True)
 class SteeringInjected:
+    """Steering reached the turn; ``cut``: it cut off what the agent was doing (an
+    external agent cannot take a message mid-prompt, so its prompt was cancelled)."""
+
     session_key: str
     turn_id: str
     texts: tuple[str, ...]
+    cut: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +167,15 @@ class MessageQueued:
 
 @dataclass(frozen=True, slots=True)
 class TurnCancelled:
+    """A cancel: by a person (``by_user_id``, ``by_name``: ``/cancel``), or by the bot
+    itself (both None; ``reason`` says why, see :mod:`core.agent.endings`)."""
+
     session_key: str
     turn_id: str | None
     dropped: tuple[str, ...] = field(default=())
+    by_user_id: str | None = None
+    by_name: str | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

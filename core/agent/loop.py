@@ -100,7 +100,9 @@ __all__ = [
     "user_payload",
 ]
 
-EndReason = Literal["completed", "max_steps", "budget", "error"]
+EndReason = Literal["completed", "max_steps", "budget", "error", "rejected"]
+"""How a turn ended; ``rejected`` only for an external agent that stopped at a person's
+choice of its reject option (:mod:`core.acp.turns`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,8 +514,9 @@ async def _skip_tools(host: LoopHost, turn_id: str, step: int, skipped: Sequence
     host.emit(ToolsSkipped(host.session_key, turn_id, tuple(skipped)))
 
 
-async def inject_steering(host: LoopHost, turn_id: str) -> bool:
-    """Deliver every queued steering message as a steer user message."""
+async def inject_steering(host: LoopHost, turn_id: str, *, cut: bool = False) -> bool:
+    """Deliver every queued steering message as a steer user message; ``cut``: the
+    steer cut off what the agent was doing (an external agent's cancelled prompt)."""
     queued: tuple[QueuedMessage, ...] = host.tree.steering_queue
     if not queued:
         return False
@@ -536,7 +539,7 @@ async def inject_steering(host: LoopHost, turn_id: str) -> bool:
             for m in queued
         ]
     )
-    host.emit(SteeringInjected(host.session_key, turn_id, tuple(m.text for m in queued)))
+    host.emit(SteeringInjected(host.session_key, turn_id, tuple(m.text for m in queued), cut))
     return True
 
 

@@ -40,6 +40,11 @@ class GroupSummary(_Model):
     expiries_by_reason: dict[str, int]
     bindings_bound: int
     bindings_unbound: int
+    tasks_by_outcome: dict[str, int] = {}
+    """Subagent tasks ended, by outcome (``subagent.completed``, each completion once)."""
+    task_failures: int = 0
+    """Of those, the failures: ``failed`` and ``timed_out``. A person's ``cancelled`` or
+    ``rejected`` is their choice, never counted here."""
 
 
 class DuplicateDelivery(_Model):

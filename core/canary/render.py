@@ -59,6 +59,8 @@ def render_text(report: CanaryReport, *, source: str = "") -> str:
             f"  bindings     bound {g.bindings_bound}, unbound {g.bindings_unbound},"
             f" expired: {_counts(g.expiries_by_reason)}"
         )
+        if g.tasks_by_outcome:
+            out.append(f"  tasks        {_counts(g.tasks_by_outcome)} (failures {g.task_failures})")
     if not report.groups:
         out.append("no routing, delivery or binding events in the window")
     out += ["", f"WEBHOOK FAILURES: {len(report.webhook_failures)}"]

@@ -18,6 +18,10 @@ exit status 1:
   conversation or parent conversation is R: the router would have matched it,
   so the fallback hid a bound destination.
 
+Subagent tasks are counted by outcome (``subagent.completed``); only ``failed`` and
+``timed_out`` count as task failures: a person's ``cancelled`` or ``rejected`` is
+what that person chose, not something that went wrong. Neither is a violation.
+
 Binding state comes from replaying ``binding.bound`` / ``binding.unbound`` /
 ``binding.expired`` (and a bound ``expires_at``) in timestamp, then line,
 order, over the whole file: ``--since`` limits what is counted, not what is
@@ -53,6 +57,8 @@ from core.logging import TIMESTAMP_KEY
 __all__ = ["build_report", "parse_duration", "run_canary"]
 
 MISSING = "-"
+TASK_FAILURES = frozenset({"failed", "timed_out"})
+"""The task outcomes that are failures; ``cancelled`` and ``rejected`` are a person's doing."""
 MAX_LISTED_MALFORMED = 5
 _EVENTS = frozenset(e.value for e in LogEvent)
 _DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
@@ -113,13 +119,21 @@ class _Group:
     fallbacks: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     expiries: Counter[str] = field(default_factory=Counter)
+    tasks: Counter[str] = field(default_factory=Counter)
     bound: int = 0
     unbound: int = 0
 
     @property
     def empty(self) -> bool:
         """Nothing counted: only events the report does not count (a config change, say)."""
-        counters = (self.by_mode, self.by_path, self.fallbacks, self.failures, self.expiries)
+        counters = (
+            self.by_mode,
+            self.by_path,
+            self.fallbacks,
+            self.failures,
+            self.expiries,
+            self.tasks,
+        )
         return not any(counters) and not self.bound and not self.unbound
 
     def summary(self, account: str, guild: str) -> GroupSummary:
@@ -135,6 +149,8 @@ class _Group:
             expiries_by_reason=dict(sorted(self.expiries.items())),
             bindings_bound=self.bound,
             bindings_unbound=self.unbound,
+            tasks_by_outcome=dict(sorted(self.tasks.items())),
+            task_failures=sum(n for outcome, n in self.tasks.items() if outcome in TASK_FAILURES),
         )
 
 
@@ -261,6 +277,8 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
             group.unbound += 1
         elif e.event == LogEvent.BINDING_EXPIRED:
             group.expiries[e.get("reason") or MISSING] += 1
+        elif e.event == LogEvent.SUBAGENT_COMPLETED and e.data.get("recorded") is not False:
+            group.tasks[e.get("outcome") or MISSING] += 1  # a repeat (recorded false): once
 
     duplicates = [
         DuplicateDelivery(

@@ -115,17 +115,31 @@ class TurnStartedPayload(_Payload):
 
 
 class TurnEndedPayload(_Payload):
+    """The end of a turn. ``rejected``: a person chose an external agent's reject option
+    and the agent stopped there (``by_user_id``/``by_name`` who, ``option`` its label);
+    not a failure."""
+
     turn_id: str
-    reason: Literal["completed", "max_steps", "budget", "error"]
+    reason: Literal["completed", "max_steps", "budget", "error", "rejected"]
     steps: int
     error: str | None = None
+    by_user_id: str | None = None
+    by_name: str | None = None
+    option: str | None = None
 
 
 class TurnCancelledPayload(_Payload):
-    """A cancel; ``dropped_item_ids`` are the queued messages it discarded."""
+    """A cancel; ``dropped_item_ids`` are the queued messages it discarded.
+
+    ``by_user_id``/``by_name``: the person who cancelled (``/cancel``); None for a
+    cancel of the bot's own, whose ``reason`` says why (``timed_out``, ``stopping``;
+    see :mod:`core.agent.endings`). Older logs have neither: a cancel, by someone."""
 
     turn_id: str | None
     dropped_item_ids: list[str] = []
+    by_user_id: str | None = None
+    by_name: str | None = None
+    reason: str | None = None
 
 
 class TurnInterruptedPayload(_Payload):
@@ -232,7 +246,8 @@ ApprovalDecision = Literal["allow", "allow_session", "deny", "timeout", "withdra
 
 class ApprovalDecidedPayload(_Payload):
     """What became of an approval request, who decided (a user id, or None for the bot:
-    a timeout, or a steer or cancel that withdrew it) and, for a withdrawal, why."""
+    a timeout, a steer, a restart) and, for a withdrawal, why. A withdrawal by a
+    person's ``/cancel`` (``reason`` ``cancel``) names that person."""
 
     turn_id: str
     tool_call_id: str

@@ -21,7 +21,13 @@ HEADERS: Final[dict[Outcome, str]] = {
     "completed": "✅ **{name}** completed its task.",
     "failed": "❌ **{name}** failed.",
     "timed_out": "⏱️ **{name}** timed out.",
+    "cancelled": "⏹️ **{name}** stopped.",
+    "rejected": "⛔ **{name}** stopped.",
 }
+"""The first line by outcome; the reason follows it (a person's cancel or reject names
+the person: ``⏹️ **Scout** stopped. Cancelled by @alice``)."""
+
+_STOPPED_BY_A_PERSON: Final[frozenset[Outcome]] = frozenset({"cancelled", "rejected"})
 
 _NO_RESULT = "(no answer was produced)"
 
@@ -56,9 +62,11 @@ def render_completion(
     session stays active there).
     """
     lines = [HEADERS[outcome].format(name=name)]
-    if reason and outcome != "completed":
+    if reason and outcome in _STOPPED_BY_A_PERSON:
+        lines[0] += f" {reason}"  # "Cancelled by @alice" says it all
+    elif reason and outcome != "completed":
         lines[0] += f" Reason: {reason}"
-    if mode == "session" and outcome == "completed":
+    if mode == "session" and (outcome == "completed" or outcome in _STOPPED_BY_A_PERSON):
         where = "bound" if bound else "elsewhere" if session_bound else "unbound"
         lines.append(SESSION_LINES[where])
     if not bound:

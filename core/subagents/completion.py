@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from core import log_events
 from core.agent.agent import Agent
+from core.agent.endings import TIMED_OUT
 from core.agent.messages import SYSTEM_AUTHOR_PREFIX
 from core.bindings.service import SessionBindingService
 from core.clock import Clock
@@ -46,6 +48,13 @@ from core.subagents.repository import PendingCompletion
 __all__ = ["TaskCompletion"]
 
 _log = get_logger("core.subagents")
+
+_UNBIND_REASONS: Final[dict[str, str]] = {
+    "completed": "run-complete",
+    "cancelled": "run-cancelled",
+    "rejected": "run-rejected",
+}
+"""Why a run-mode thread is let go, by its task's end (anything else: ``run-failed``)."""
 
 
 class TaskCompletion:
@@ -113,7 +122,7 @@ class TaskCompletion:
             if idle not in done:
                 turn_id = agent.tree.running_turn_id or "timeout"
                 idle.cancel()
-                await agent.cancel()
+                await agent.cancel(reason=TIMED_OUT)  # the bot's own cancel: no person named
                 return "timed_out", f"no result within {self._timeout:g}s", turn_id
         return task_outcome(agent.tree)
 
@@ -148,12 +157,15 @@ class TaskCompletion:
         )
         claimed = await self._delivery.complete(record, completion_id, outcome, result)
         fresh = claimed is not None
-        _log.info(
-            "subagent.completed",
-            session_key=key,
-            outcome=outcome,
-            completion_id=completion_id,
-            recorded=fresh,
+        log_events.emit(
+            log_events.SubagentCompleted(
+                session_key=key,
+                outcome=outcome,
+                completion_id=completion_id,
+                recorded=fresh,
+                account=record.requester.account_id if record.requester else None,
+                guild=record.scope,
+            )
         )
         if record.parent_session_key:
             await self._tell_parent(record, completion_id, outcome, result)
@@ -187,7 +199,7 @@ class TaskCompletion:
             await self._delivery.deliver(completion_id, record, claimed)
             self._publish(SubagentFinished(record))
             return
-        why = "run-complete" if record.state == "completed" else "run-failed"
+        why = _UNBIND_REASONS.get(record.state, "run-failed")
         key = record.session_key
 
         async def let_go(mark: Callable[[Connection], None]) -> None:

@@ -22,10 +22,15 @@ __all__ = [
 SpawnMode = Literal["run", "session"]
 """``run``: one task, then the thread is let go; ``session``: stays bound for more."""
 
-SubagentState = Literal["starting", "running", "idle", "completed", "failed", "timed_out"]
+SubagentState = Literal[
+    "starting", "running", "idle", "completed", "failed", "timed_out", "cancelled", "rejected"
+]
 """``idle`` is a session-mode subagent that finished its task and waits for more."""
 
-Outcome = Literal["completed", "failed", "timed_out"]
+Outcome = Literal["completed", "failed", "timed_out", "cancelled", "rejected"]
+"""How a task ended. ``cancelled`` (a person's ``/cancel``) and ``rejected`` (a person
+chose an external agent's reject option, and it stopped) are a person's doing, never
+counted as failures."""
 
 
 def outcome_state(outcome: Outcome, mode: SpawnMode) -> SubagentState:

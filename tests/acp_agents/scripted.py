@@ -12,6 +12,7 @@ Words it reacts to (the last prompt's text):
 - ``tool``: a tool call (``run ls``) that completes with a short output;
 - ``ask``: a tool call that asks for permission with three options (allow once,
   allow always, reject); it says which option it got, or that it was cancelled;
+  with ``abort`` too, a reject stops the prompt as ``cancelled`` (as Codex does);
 - ``diff``: an edit whose content is a long diff;
 - ``plan``: a plan of two entries, updated once;
 - ``slow``: one chunk, then waits until ``session/cancel`` and stops as cancelled;
@@ -128,6 +129,8 @@ class Scripted(Agent):
         answer = f"echo: {text}"
         if "ask" in text:
             answer = await self._ask(session_id)
+            if answer == "chosen: no" and "abort" in text:
+                return await self._done(session_id, text, "", "cancelled")
         if "refuse" in text:
             await say("I will not.")
             return await self._done(session_id, text, "I will not.", "refusal")

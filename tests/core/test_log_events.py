@@ -113,6 +113,16 @@ SAMPLES: dict[str, tuple[type[log_events.Event], dict[str, Any]]] = {
             "scope": "global",
         },
     ),
+    LogEvent.SUBAGENT_COMPLETED: (
+        log_events.SubagentCompleted,
+        {
+            "session_key": "agent:main:subagent:x",
+            "outcome": "cancelled",
+            "completion_id": "agent:main:subagent:x/t1",
+            "recorded": True,
+            "account": "acct",
+        },
+    ),
 }
 
 

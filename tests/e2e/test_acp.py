@@ -228,16 +228,63 @@ class TestPermissions:
     async def test_cancel_answers_cancelled_and_withdraws_the_buttons(
         self, start_bot: StartBot
     ) -> None:
+        """/cancel while a permission waits: the request says cancelled, by whom (the
+        agent is answered ``cancelled``), and so do its tool line and the status line."""
         bot = await acp_bot(start_bot)
         key, thread = await coder_thread(bot, "ask me")
         message = await approval_message(bot, thread)
         await run(bot, bot.world.alice, "cancel", thread)
-        shown = await edited_to(bot, thread, message.id, "withdrawn")
+        shown = await edited_to(bot, thread, message.id, "cancelled by")
         await settle(bot, key)
         assert buttons(shown) == []
+        assert shown.content == "🔐 `delete build/`: ⏹️ cancelled by @alice"
+        assert "-# 🔧 `delete build/` · ⏹️ cancelled by @alice" in spoken(bot, thread)
+        assert status_line(bot.fake, thread).startswith("Status: ⏹️ Cancelled by @alice")
+        agent = await bot.services.runtime.get(key)
+        (decided,) = [e.payload for e in agent.tree.events if e.type == "approval.decided"]
+        alice = str(bot.world.alice.id)
+        assert (decided["reason"], decided["by_user_id"], decided["by_name"]) == (
+            "cancel",
+            alice,
+            "alice",
+        )
+        (cancel,) = [e.payload for e in agent.tree.events if e.type == "turn_cancelled"]
+        assert (cancel["by_user_id"], cancel["by_name"]) == (alice, "alice")
 
         await bot.fake.user_says(thread, bot.world.alice, "and now hello")
         await said_in(bot, thread, "echo: and now hello")
+
+    async def test_a_reject_the_agent_stops_at_is_the_persons_not_a_failure(
+        self, start_bot: StartBot
+    ) -> None:
+        """An agent that stops (``cancelled``) after a person chose its reject option, as
+        Codex does: the person rejected it, the agent did not fail. The tool line, the
+        status line, the announcement and the log say who rejected it, with the option."""
+        bot = await acp_bot(start_bot)
+        key, thread = await coder_thread(bot, "ask me, abort if not")
+        message = await approval_message(bot, thread)
+        await press(bot, message, "Reject", bot.world.alice)
+        await edited_to(bot, thread, message.id, "chosen by")
+        await settle(bot, key)
+        await done(bot)
+
+        said = "\n".join(m.content for m in text_messages(bot.fake, thread))
+        assert "-# 🔧 `delete build/` · ⛔ rejected by @alice: Reject" in spoken(bot, thread)
+        assert status_line(bot.fake, thread).startswith("Status: ⛔ Rejected by @alice: Reject")
+        assert "⛔ **Coder** stopped. Rejected by @alice: Reject" in said
+        for wrong in (FAILED, "⚠️ error", "failed", "the external agent stopped the turn"):
+            assert wrong not in said
+        agent = await bot.services.runtime.get(key)
+        (end,) = [e.payload for e in agent.tree.events if e.type == "turn_ended"]
+        assert (end["reason"], end["error"], end["by_name"], end["option"]) == (
+            "rejected",
+            None,
+            "alice",
+            "Reject",
+        )
+        assert end["by_user_id"] == str(bot.world.alice.id)
+        (record,) = await bot.services.subagents.list()
+        assert (record.state, record.outcome_reason) == ("rejected", "Rejected by @alice: Reject")
 
     async def test_a_clean_stop_withdraws_the_buttons_and_a_late_press_is_answered(
         self, start_bot: StartBot
@@ -267,6 +314,42 @@ class TestRunningTurns:
         await settle(bot, key)
         await bot.fake.user_says(thread, bot.world.alice, "quick one")
         await said_in(bot, thread, "echo: quick one")
+
+    async def test_a_cancelled_prompt_is_marked_cut_off_and_its_plan_stopped(
+        self, start_bot: StartBot
+    ) -> None:
+        """/cancel mid-prompt: the partial words say they were cut off there, the plan
+        line no longer shows a step under way, and the thread names who cancelled."""
+        bot = await acp_bot(start_bot)
+        key, thread = await coder_thread(bot, "a plan, slow please")
+        await said_in(bot, thread, "working…")
+        await run(bot, bot.world.alice, "cancel", thread)
+        await settle(bot, key)
+        await done(bot)
+
+        (partial,) = [m.content for m in persona_messages(bot.fake, thread) if "work" in m.content]
+        assert partial == "working… \n-# ✂️ cut off here: cancelled by @alice"
+        (plan,) = [m.content for m in text_messages(bot.fake, thread) if "📋" in m.content]
+        assert plan == (
+            "📋 **Plan** (1/2 done; ⏹️ cancelled by @alice): ✅ read the code · ⏹️ write the fix"
+        )
+        assert status_line(bot.fake, thread).startswith("Status: ⏹️ Cancelled by @alice")
+        said = "\n".join(m.content for m in text_messages(bot.fake, thread))
+        assert "⏹️ **Coder** stopped. Cancelled by @alice" in said
+        assert FAILED not in said
+        assert "failed" not in said
+
+    async def test_a_steer_marks_the_prompt_it_cut_off(self, start_bot: StartBot) -> None:
+        """A steer cancels the agent's prompt: the words it cut off say so."""
+        bot = await acp_bot(start_bot)
+        key, thread = await coder_thread(bot, "slow please")
+        await said_in(bot, thread, "working…")
+        await bot.fake.user_says(thread, bot.world.alice, "look at the tests instead")
+        await said_in(bot, thread, "look at the tests instead")
+        await settle(bot, key)
+
+        first = persona_messages(bot.fake, thread)[0].content
+        assert first == "working… \n-# ✂️ cut off here: a new message redirected the agent"
 
     async def test_a_plain_message_steers_by_prompting_again(self, start_bot: StartBot) -> None:
         bot = await acp_bot(start_bot)

@@ -30,6 +30,7 @@ from tests.e2e.helpers import (
     run,
     settle,
     spawn,
+    status_line,
 )
 
 TOOLBOX = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "toolbox.py")
@@ -252,7 +253,11 @@ class TestFailingServers:
         assert "turn_ended" not in types
         assert len(bot.provider.calls) == 1  # the model was not called again
         ((_, line),) = call_lines(bot, thread, "toolbox__wait")
-        assert line.endswith("· ⏹️ cancelled")  # not "…" for good
+        assert line.endswith("· ⏹️ cancelled by @alice")  # not "…" for good: who cut it
+        assert status_line(bot.fake, thread).startswith("Status: ⏹️ Cancelled by @alice")
+        (cancel,) = [e.payload for e in agent.tree.events if e.type == "turn_cancelled"]
+        alice = bot.world.alice
+        assert (cancel["by_user_id"], cancel["by_name"]) == (str(alice.id), "alice")
 
 
 APPROVE_CONVERT = {"command": CLOCK["command"], "require_approval": ["convert_time"]}
@@ -382,17 +387,20 @@ class TestApprovals:
         waiting = await waiting_line(bot, thread)
 
         await run(bot, bot.world.alice, "cancel", thread)
-        shown = await edited_to(bot, thread, message.id, "withdrawn")
+        shown = await edited_to(bot, thread, message.id, "cancelled by")
         await settle(bot, key)
 
         assert buttons(shown) == []
+        assert shown.content.endswith(": ⏹️ cancelled by @alice")  # not "the turn moved on"
         agent = await bot.services.runtime.get(key)
         decided = [e.payload for e in agent.tree.events if e.type == "approval.decided"]
-        assert [(d["decision"], d["reason"]) for d in decided] == [("withdrawn", "cancel")]
+        assert [(d["decision"], d["reason"], d["by_name"]) for d in decided] == [
+            ("withdrawn", "cancel", "alice")
+        ]
         assert len(bot.provider.calls) == 1
         ((message_id, line),) = call_lines(bot, thread, "clock__convert_time")
         assert message_id == waiting.id
-        assert line.endswith("· ↩️ withdrawn")
+        assert line.endswith("· ⏹️ cancelled by @alice")
 
     async def test_the_buttons_work_after_a_restart_and_run_the_call_once(
         self, start_bot: StartBot

@@ -45,6 +45,29 @@ async def test_cancel_reports_what_it_dropped(start_bot: StartBot) -> None:
     assert agent.snapshot().follow_up_queue == ()
 
 
+async def test_a_cancel_mid_stream_marks_the_words_it_cut_off(start_bot: StartBot) -> None:
+    """/cancel while the model streams: its partial answer ends with a mark saying it was
+    cut off there and by whom, and the status line names who cancelled."""
+    gate = asyncio.Event()  # never set: the stream stops after its first chunk
+    bot = await start_bot([Step(text="Paris has three options worth", chunks=3, gate=gate)])
+    await spawn(bot, "where to stay", mode="session")
+    record = bot.binding()
+    thread_id = int(record.conversation.conversation_id)
+    async with asyncio.timeout(TIMEOUT):
+        partial = await bot.fake.wait_for_message(
+            thread_id, lambda m: m.webhook_id is not None and m.content.startswith("Paris")
+        )
+    handle = await bot.fake.invoke_command(bot.world.guild, thread_id, bot.world.alice, "cancel")
+    async with asyncio.timeout(TIMEOUT):
+        await handle.wait_response()
+    await settle(bot, record.target_session_key)
+
+    shown = bot.fake.message(partial.id).content
+    assert shown == "Paris has \n-# ✂️ cut off here: cancelled by @alice"
+    (status,) = [m for m in bot.fake.messages_in(thread_id) if m.content.startswith("Status:")]
+    assert status.content.startswith("Status: ⏹️ Cancelled by @alice")
+
+
 async def test_spawn_from_a_bound_thread_opens_in_the_parent(start_bot: StartBot) -> None:
     """Threads cannot nest: a spawn asked inside a thread opens its thread in the parent."""
     bot = await start_bot(lambda _messages: Step(text="ok"))

@@ -15,8 +15,10 @@ from tests.e2e.helpers import (
     contents,
     done,
     persona_messages,
+    run,
     sleep_then_answer,
     spawn,
+    status_line,
     thread_of,
 )
 
@@ -253,3 +255,46 @@ async def test_a_parent_agent_spawns_a_child_in_its_own_thread(start_bot: StartB
     agent = await bot.services.runtime.get(parent.target_session_key)
     (told,) = [e for e in agent.tree.events if e.type == "subagent.child_finished"]
     assert told.payload["result"] == "deep result"
+
+
+def announcements(said: list[str]) -> list[str]:
+    """The completion announcements among a thread's messages (by their first mark)."""
+    return [c for c in said if c.startswith(("✅", "❌", "⏱️", "⏹️", "⛔"))]
+
+
+async def test_a_persons_cancel_is_announced_as_theirs_not_as_a_failure(
+    start_bot: StartBot,
+) -> None:
+    """/cancel of a run-mode subagent: the announcement, the farewell, the tool line it cut
+    and the status line name who cancelled; nothing says "failed"."""
+    bot = await start_bot(sleep_then_answer)
+    thread_id = thread_of(await spawn(bot, "long job"))
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers(1)
+    await run(bot, bot.world.alice, "cancel", thread_id)
+    await done(bot)
+
+    said = contents(bot, thread_id)
+    assert announcements(said) == ["⏹️ **Subagent** stopped. Cancelled by @alice"]
+    assert "no longer bound to its agent: the subagent's task was cancelled" in said[-1]
+    assert not [c for c in said if "failed" in c]
+    assert any(c.endswith("· ⏹️ cancelled by @alice") for c in said)  # the sleep call's line
+    assert status_line(bot.fake, thread_id).startswith("Status: ⏹️ Cancelled by @alice")
+    (record,) = await bot.services.subagents.list()
+    assert (record.state, record.outcome_reason) == ("cancelled", "Cancelled by @alice")
+
+
+async def test_the_bots_own_timeout_names_no_person(start_bot: StartBot) -> None:
+    """A task cancelled because its time ran out is announced timed out, and the thread
+    does not name anyone as having cancelled it."""
+    bot = await start_bot(sleep_then_answer, subagent_timeout=30)
+    thread_id = thread_of(await spawn(bot, "long job"))
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers(2)  # the tool's sleep and the task's timeout
+    await bot.clock.advance(30)
+    await done(bot)
+
+    said = contents(bot, thread_id)
+    assert announcements(said) == ["⏱️ **Subagent** timed out. Reason: no result within 30s"]
+    assert not [c for c in said if "@" in c]
+    assert any(c.endswith("· ⏹️ cancelled: no result in time") for c in said)

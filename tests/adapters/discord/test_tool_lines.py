@@ -82,3 +82,32 @@ def test_approval_texts() -> None:
     assert "10 min" in asked
     assert resolved_text("t", "{}", "deny", "alice") == "🔐 `t`: ⛔ denied by alice"
     assert "nobody answered" in resolved_text("t", "{}", "timeout", None)
+
+
+def test_a_call_a_person_stopped_names_them() -> None:
+    """A line cut by a /cancel, or a call whose reject option a person chose, says who."""
+    cancelled = ToolLine("c1", "a__b", "{}", "cancelled", ended="cancelled by @alice")
+    assert cancelled.render() == "-# 🔧 `a__b` · ⏹️ cancelled by @alice"
+    rejected = ToolLine("c2", "rm", "", "rejected", ended="rejected by @alice: No, *never*")
+    assert rejected.render() == "-# 🔧 `rm` · ⛔ rejected by @alice: No, \\*never\\*"
+    assert rejected.final
+
+
+def test_words_cut_off_are_marked_where_they_stop() -> None:
+    doc = TranscriptDoc()
+    doc.add_text("Looking at the")
+    assert doc.cut_off("-# ✂️ cut off here")
+    assert doc.render() == "Looking at the\n-# ✂️ cut off here"
+    only_a_line = TranscriptDoc()
+    only_a_line.add_line(ToolLine("c1", "a__b", "{}"))
+    assert not only_a_line.cut_off("-# ✂️ cut off here")  # the line says how it ended
+
+
+def test_a_cancel_names_who_on_the_request() -> None:
+    assert resolved_text("t", "{}", "withdrawn", "alice", reason="cancel") == (
+        "🔐 `t`: ⏹️ cancelled by @alice"
+    )
+    assert resolved_text("t", "{}", "withdrawn", None, reason="timed_out") == (
+        "🔐 `t`: ⏹️ cancelled: no result in time"
+    )
+    assert "the turn moved on" in resolved_text("t", "{}", "withdrawn", None, reason="steer")

@@ -410,3 +410,64 @@ class TestRunCanary:
         assert run_canary(tmp_path / "missing.jsonl", since=None, as_json=False, out=out) == 2
         assert out.getvalue().count("\n") == 1
         assert "cannot read" in out.getvalue()
+
+
+def completed(outcome: str, completion_id: str, *, recorded: bool = True) -> None:
+    """One ``subagent.completed`` line, through the real emitter."""
+    log_events.emit(
+        log_events.SubagentCompleted(
+            session_key=SESSION,
+            outcome=outcome,
+            completion_id=completion_id,
+            recorded=recorded,
+            account="A",
+            guild="g-1",
+        )
+    )
+
+
+class TestTaskOutcomes:
+    def test_a_persons_cancel_or_reject_is_no_failure(self, tmp_path: Path) -> None:
+        """Tasks are counted by outcome; only failed and timed-out ones are failures, and
+        none is a violation: a person's /cancel or reject is what they chose."""
+        path = tmp_path / "bot.jsonl"
+        configure_logging(json_path=path, console=False)
+        completed("cancelled", "s/1")
+        completed("rejected", "s/2")
+        completed("completed", "s/3")
+        completed("failed", "s/4")
+        completed("timed_out", "s/5")
+        completed("cancelled", "s/1", recorded=False)  # a later pass found it recorded
+        reset_logging()
+        out = io.StringIO()
+        assert run_canary(path, since=None, as_json=True, out=out) == 0
+        doc = json.loads(out.getvalue())
+        (group,) = doc["groups"]
+        assert (group["account"], group["guild"]) == ("A", "g-1")
+        assert group["tasks_by_outcome"] == {
+            "cancelled": 1,
+            "completed": 1,
+            "failed": 1,
+            "rejected": 1,
+            "timed_out": 1,
+        }
+        assert group["task_failures"] == 2
+        assert doc["violations"] == 0
+
+        text = io.StringIO()
+        assert run_canary(path, since=None, as_json=False, out=text) == 0
+        assert (
+            "  tasks        cancelled 1, completed 1, failed 1, rejected 1, timed_out 1"
+            " (failures 2)"
+        ) in text.getvalue()
+        assert "RESULT: OK" in text.getvalue()
+
+    def test_only_cancels_count_no_failure(self) -> None:
+        """A log of cancelled tasks alone reports zero failures."""
+        lines = [
+            line("subagent.completed", 0, outcome="cancelled", recorded=True, account="A"),
+            line("subagent.completed", 1, outcome="rejected", recorded=True, account="A"),
+        ]
+        (group,) = build_report(lines, since_ts=None).groups
+        assert group.task_failures == 0
+        assert group.failures_by_path == {}
