@@ -72,7 +72,12 @@ def watch_turns(account: AccountRuntime, agent: Agent) -> None:
 
     Called once per agent built (first use, a restart, after an eviction or a
     handoff), so every turn of every agent is seen, whichever thread shows it.
+    An agent is built for one profile (a handoff builds the next one's): one that
+    hands off to nobody is not watched at all.
     """
+    profile = account.services.config.agents.get(agent.agent_name or "")
+    if profile is None or not profile.handoff_to:
+        return
     key = agent.session_key
 
     def on_event(event: AgentEvent) -> None:

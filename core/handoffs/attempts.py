@@ -163,9 +163,11 @@ def _replaced(attempt: BriefAttempt) -> BriefAttempt:
 def _step(attempt: BriefAttempt, event: SessionEvent) -> BriefAttempt:
     """``attempt`` once ``event`` (a later one) is taken into account."""
     kind, payload = event.type, event.payload
-    if attempt.turn_id is None:
+    if attempt.end is None and attempt.turn_id is None:
         if kind == "turn_started":
             return replace(attempt, turn_id=str(payload["turn_id"]))
+        if kind in TURN_ENDS:  # stopped before its turn had started
+            return replace(attempt, end=event)
         return attempt
     if attempt.end is None:
         if kind == "assistant_message" and payload.get("turn_id") == attempt.turn_id:

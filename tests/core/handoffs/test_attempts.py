@@ -7,7 +7,7 @@ import pytest
 from core.clock import FakeClock
 from core.handoffs.attempts import BRIEF_REQUESTED, attempt_after, attempts
 from core.sessions.log import SessionLog
-from core.sessions.payloads import event_kind
+from core.sessions.payloads import TurnCancelledPayload, event_kind
 from core.store import Database
 from tests.core.handoffs.sessions import Ending, Written
 
@@ -86,3 +86,13 @@ class TestBriefAttempt:
         await written.turn("what about Porto?", "Porto is close too.")
         attempt = attempt_after(written.tree.events, request.seq)
         assert (attempt.answer, attempt.completed) == ("", False)
+
+    async def test_a_stop_before_its_turn_started_ends_it(self, written: Written) -> None:
+        """Cancelled before the consolidation turn had started: over, and no later turn
+        (the person's next one) is taken for it."""
+        request = await written.requested()
+        stopped = await written.log.append(written.tree, TurnCancelledPayload(turn_id=None))
+        await written.turn("what about Porto?", "Porto is close too.")
+        attempt = attempt_after(written.tree.events, request.seq)
+        assert (attempt.end, attempt.turn_id, attempt.state) == (stopped, None, "failed")
+        assert attempt.answer == ""
