@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bot.app import shut_down
+from bot.handoffs import brief as brief_button
 from bot.handoffs.brief import BRIEF_STOPPED
 from core.providers.scripted import Step
 from core.providers.types import ToolCall
@@ -267,3 +268,32 @@ class TestAfterAReject:
         await says(third, record, "and Braga?")
         assert len(brief_buttons(third, thread)) == 2
         assert [h.status for h in await third.services.handoffs.list(key)] == ["rejected"]
+
+    async def test_a_button_owed_when_the_bot_stopped_is_posted_at_the_next_start(
+        self, start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Rejected, Scout answered again, and the process stopped before the button went
+        out: the next start posts it, from the log and the binding alone."""
+        bot, record, thread = await scout_thread(
+            start_bot,
+            [Step(text=SCOUT_ANSWER), Step(text=BRIEF_ANSWER), Step(text="Porto is close too.")],
+        )
+        key, alice = record.target_session_key, bot.world.alice
+        offer = await brief_offered(bot, record, brief_buttons(bot, thread)[0])
+        (handoff,) = await bot.services.handoffs.list(key)
+        reject = await bot.fake.click_button(offer, f"tb:handoff:reject:{handoff.id}", alice)
+        async with asyncio.timeout(TIMEOUT):
+            await reject.wait_for(lambda i: any(r.kind == "edit_original" for r in i.responses))
+
+        async def nothing(*_args: Any) -> None:
+            return None
+
+        monkeypatch.setattr(brief_button, "offer_brief", nothing)  # it stops before posting
+        answer = await says(bot, record, "what about Porto?")
+        assert len(brief_buttons(bot, thread)) == 1
+        monkeypatch.undo()
+
+        again = await restarted(bot, start_bot, [])
+        latest = brief_buttons(again, thread)
+        assert len(latest) == 2
+        assert latest[-1].id > answer.id
