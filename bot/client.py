@@ -19,12 +19,12 @@ from bot.commands.session import SessionGroup
 from bot.commands.session_model import SessionModelCommands
 from bot.commands.steering import SteeringCommands
 from bot.commands.tree import TreeCommands
-from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
+from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished, watch_turns
 from bot.handoffs.brief import recover_brief
 from bot.handoffs.views import recover_handoff
 from bot.presses import recover_presses
 from bot.wiring import Services
-from core.events import DomainEvent, SubagentFinished
+from core.events import AgentStarted, DomainEvent, SubagentFinished
 from core.logging import get_logger
 
 __all__ = [
@@ -84,10 +84,12 @@ class ThreadboundClient(discord.Client):
         services.events.subscribe(self._on_event)  # once per account
 
     def _on_event(self, event: DomainEvent) -> None:
-        """What the services tell this account: shown in its threads; after a task's
-        announcement, the brief button where its agent hands off."""
+        """What the services tell this account: shown in its threads; after each turn
+        of an agent and after a task's announcement, the brief button where it is due."""
         self.account.on_event(event)
-        if isinstance(event, SubagentFinished):
+        if isinstance(event, AgentStarted):
+            watch_turns(self.account, event.agent)
+        elif isinstance(event, SubagentFinished):
             subagent_finished(self.account, event.record)
 
     async def setup_hook(self) -> None:

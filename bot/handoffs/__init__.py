@@ -8,7 +8,7 @@ buttons registered with the client.
 
 from __future__ import annotations
 
-from bot.handoffs.brief import offer_missed_briefs
+from bot.handoffs.brief import offer_missed_briefs, watch_turns
 from bot.handoffs.views import setup_handoffs, subagent_finished
 
-__all__ = ["offer_missed_briefs", "setup_handoffs", "subagent_finished"]
+__all__ = ["offer_missed_briefs", "setup_handoffs", "subagent_finished", "watch_turns"]

@@ -16,8 +16,9 @@ same thread: the binding's persona becomes the target's and the new agent is
 presented before it gets the brief, so its answer streams under its own
 name. A target whose profile says ``handoff_thread = "new"`` takes over in a
 new thread beside it instead (the old thread is let go). Reject only records
-the rejection. Either way the offer's buttons are disabled and the message
-says who decided.
+the rejection: the agent carries on, and the brief button is due again once
+its next turn ends (:mod:`core.handoffs.prompts`). Either way the offer's
+buttons are disabled and the message says who decided.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import discord
 from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_here
 from bot.commands.permissions import may_change
-from bot.handoffs.brief import brief_pressed, watch_for_brief
+from bot.handoffs.brief import brief_pressed, offer_brief
 from bot.handoffs.ui import (
     BRIEF_LABEL,
     BRIEF_TEMPLATE,
@@ -134,16 +135,9 @@ def setup_handoffs(client: discord.Client) -> None:
 
 
 def subagent_finished(account: AccountRuntime, record: SubagentRecord) -> None:
-    """After a task's announcement, the brief button comes under it (if its agent hands
-    off); a run-mode thread was let go by then and gets none."""
-    services = account.services
-    binding = services.subagents.binding_of(record.session_key)
-    agent = services.runtime.peek(record.session_key)
-    if binding is None or agent is None:
-        return
-    conversation = binding.conversation
-    if conversation.channel == "discord" and conversation.account_id == account.account_id:
-        watch_for_brief(account, binding, agent)
+    """After a task's announcement, the brief button comes under it (where it is due); a
+    run-mode thread was let go by then and gets none."""
+    account.run_in_background(offer_brief(account, record.session_key))
 
 
 async def recover_handoff(account: AccountRuntime, press: InboxPress) -> None:
@@ -184,7 +178,8 @@ async def handoff_pressed(
             agent = await services.runtime.get(record.target_session_key)
             handoff = await services.handoffs.reject(agent.tree, handoff_id, actor=user)
             outcome = (
-                f"Rejected by <@{user}>; {display_name(profiles, handoff.from_agent)} carries on."
+                f"Rejected by <@{user}>; {display_name(profiles, handoff.from_agent)} carries "
+                "on, and the brief button comes back after its next answer."
             )
         else:
             handoff, now = await _accept(account, record, handoff_id, user)
@@ -240,7 +235,6 @@ async def _accept(
             )
         where.append(updated)
         account.present(updated, agent)
-        watch_for_brief(account, updated, agent)
 
     activation = await activate(
         runtime=services.runtime,

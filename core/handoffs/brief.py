@@ -7,6 +7,12 @@ to one: a model cannot emit that type by itself), and the handoff to the
 profile's first ``handoff_to`` agent is offered with it. A channel asks
 :meth:`Briefs.ready` first (every refusal, in words for the person) and shows
 what it likes while :meth:`Briefs.produce` runs.
+
+The request is recorded (``brief.requested``) before the consolidation
+message, so the log tells which turn was the brief's and how it ended
+(:mod:`core.handoffs.attempts`). Only a turn that ended ``completed`` becomes
+a brief: one cut off by a stop or a restart, cancelled or failed never does,
+even when the agent had said part of its answer.
 """
 
 from __future__ import annotations
@@ -16,19 +22,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from core.agent.agent import Agent
+from core.agent.agent import Agent, AgentBusy
 from core.agent.assignment import active_agent
 from core.artifacts.builtin import BriefData
 from core.artifacts.service import ArtifactService
 from core.config import AgentProfile, agent_display_name
 from core.errors import ThreadboundError
 from core.handoffs.activation import HandoffRecord
+from core.handoffs.attempts import BriefRequestedPayload, attempt_after
 from core.handoffs.service import HandoffService
 from core.runtime import SessionRuntime
 
 __all__ = [
     "CONSOLIDATION_TIMEOUT",
     "Brief",
+    "BriefNotWritten",
     "BriefRefused",
     "Briefs",
     "ReadyBrief",
@@ -42,6 +50,18 @@ CONSOLIDATION_TIMEOUT: Final = 600.0
 
 class BriefRefused(ThreadboundError):
     """No brief now; the message says why, in words for the person who asked."""
+
+
+class BriefNotWritten(ThreadboundError):
+    """The consolidation turn did not end normally, so nothing it said is the brief.
+
+    Attributes:
+        ending: how the turn ended, in words ("was cancelled", ...).
+    """
+
+    def __init__(self, name: str, ending: str) -> None:
+        super().__init__(f"{name}'s turn {ending} before the brief was finished")
+        self.ending = ending
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +149,8 @@ class Briefs:
 
         Raises:
             BriefRefused: another brief of the session is being written.
-            ThreadboundError: the agent gave no answer (or its turn was cut off).
+            BriefNotWritten: the consolidation turn was cut off, cancelled or failed.
+            ThreadboundError: the agent gave no answer.
             TimeoutError: no answer within the consolidation timeout.
         """
         agent = ready.agent
@@ -145,24 +166,34 @@ class Briefs:
 
     async def _write(self, ready: ReadyBrief, by_user: str) -> Brief:
         agent = ready.agent
+        name = display_name(self._profiles, ready.from_agent)
         origin = [event.node_id for event in agent.tree.said()]
-        before = len(agent.tree.path())
         target = display_name(self._profiles, ready.to_agent)
-        await agent.send(
-            f"Write the brief for {target}: first line a title, "
-            "then a summary of what was decided.",
-            author_id=by_user,
+        request = await agent.append(
+            BriefRequestedPayload(
+                from_agent=ready.from_agent, to_agent=ready.to_agent, actor=by_user
+            )
         )
+        try:
+            await agent.send(
+                f"Write the brief for {target}: first line a title, "
+                "then a summary of what was decided.",
+                author_id=by_user,
+            )
+        except AgentBusy:  # someone's message started a turn since ready()
+            raise BriefRefused(f"{name} is busy; press again once it is idle.") from None
         async with asyncio.timeout(self._timeout):
             await agent.wait_idle()
-        answer = agent.tree.last_answer(after=before)
-        if not answer.strip():
-            name = display_name(self._profiles, ready.from_agent)
+        # How the consolidation turn ended is in the log: only a normal end is a brief.
+        attempt = attempt_after(agent.tree.events, request.seq)
+        if not attempt.completed:
+            raise BriefNotWritten(name, attempt.ending())
+        if not attempt.answer.strip():
             raise ThreadboundError(f"{name} gave no answer to write it from")
         event = await self._artifacts.produce_confirmed(
             agent.tree,
             type="brief",
-            data=brief_from_answer(answer, next_agent=ready.to_agent).model_dump(),
+            data=brief_from_answer(attempt.answer, next_agent=ready.to_agent).model_dump(),
             origin=origin,
             confirmed_by=by_user,
             agent=ready.from_agent,

@@ -311,9 +311,14 @@ class TestRestart:
         self, start_bot: StartBot, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The task was announced, the process stopped before the button: the restart posts it."""
+        import bot.handoffs.brief
         import bot.handoffs.views
 
-        monkeypatch.setattr(bot.handoffs.views, "watch_for_brief", lambda *_args: None)
+        async def nothing(*_args: Any) -> None:
+            return None
+
+        for module in (bot.handoffs.brief, bot.handoffs.views):  # this process posts none
+            monkeypatch.setattr(module, "offer_brief", nothing)
         first, record = await scout_session(start_bot, [Step(text=SCOUT_ANSWER)])
         await first.services.subagents.wait_settled()
         thread_id = int(record.conversation.conversation_id)

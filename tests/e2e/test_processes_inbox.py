@@ -206,6 +206,8 @@ class TestABriefCutOff:
     async def test_the_brief_message_says_so_and_offers_the_button_again(
         self, world: ShardWorld, how: str
     ) -> None:
+        """Cut off by kill -9, SIGTERM or SIGINT: nothing is offered, the brief's message
+        gets the button back, and the next answer brings a new one."""
         world.llm.hold_words = (BRIEF_PROMPT,)
         bot = await world.run("bot", one_process(world, sqlite_store(world), AGENTS), [0])
         thread = await session_thread(world, "plan a trip", agent="scout")
@@ -230,9 +232,21 @@ class TestABriefCutOff:
             ),
         )
         assert not _components(shown)[custom_id].get("disabled")
+        assert not _offers(world.fake, thread)  # the words cut off are no brief
 
+        # The next answer brings the button again, under it; that one works.
+        said = await world.fake.user_says(thread, world.members[0], "what about Porto?")
+        answer = await answered(world, thread, said.id)
+        fresh = await wait_until(
+            world.fake,
+            lambda: next(
+                (m for m in world.fake.messages_in(thread) if m.id > answer.id and _brief_ids(m)),
+                None,
+            ),
+        )
+        assert not _offers(world.fake, thread)
         world.llm.release()
-        await world.fake.click_button(shown, custom_id, world.members[0])
+        await world.fake.click_button(fresh, custom_id, world.members[0])
         await wait_until(
             world.fake,
             lambda: next(
@@ -240,6 +254,10 @@ class TestABriefCutOff:
                 None,
             ),
         )
+
+
+def _offers(fake: FakeDiscord, thread: int) -> list[Message]:
+    return [m for m in fake.messages_in(thread) if "offers a handoff" in m.content]
 
 
 def brief_button(fake: FakeDiscord, thread: int) -> Message | None:
