@@ -12,7 +12,9 @@ visibly, and the next turn starts clean.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -199,6 +201,47 @@ class TestARestart:
         said = await world.fake.user_says(thread, world.members[0], "hello again")
         await answered(world, thread, said.id)
         assert people_in_requests(world.llm)[-1][-1] == "hello again"
+
+
+def owed_rows(world: ShardWorld, text: str) -> int | None:
+    """How many messages with ``text`` the bot's store records as owed (None: none)."""
+    with contextlib.closing(sqlite3.connect(world.tmp / "bot.db")) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM thread_messages WHERE NOT shown AND content LIKE ?",
+            (f"%{text}%",),
+        ).fetchone()
+    return count or None
+
+
+class TestAFinishedAnswerCutByACrash:
+    async def test_the_next_process_finishes_the_answer_discord_refused_once(
+        self, world: ShardWorld
+    ) -> None:
+        """The model finishes while Discord refuses the stream's edits; kill -9: the next
+        process edits the message to the whole answer, once."""
+        bot = await world.run("bot", one_process(world, sqlite_store(world)), [0])
+        thread = await session_thread(world, "say hello")
+        said = await world.fake.user_says(thread, world.members[0], "HOLD: write it all")
+        cut = await wait_until(
+            world.fake,
+            lambda: next(
+                (m for m in world.fake.messages_in(thread) if m.content == "working… "), None
+            ),
+        )
+        world.fake.fail_next("PATCH", "/webhooks/*", 429, times=100_000, via_header=False)
+        world.llm.release()
+        await wait_until(world.fake, lambda: owed_rows(world, "working"))  # recorded, not shown
+        await bot.kill()
+        assert world.fake.message(cut.id).content == "working… "
+        world.fake.faults.faults.clear()
+
+        await world.restart(bot, [0])
+        await wait_until(
+            world.fake,
+            lambda: True if world.fake.message(cut.id).content == "working… " + ANSWER else None,
+        )
+        answers = [m for m in answers_after(world.fake, thread, said.id)]
+        assert [m.id for m in answers] == [cut.id]
 
 
 class TestABriefCutOff:
