@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import pytest
 from bot.handoffs.brief import BRIEF_CUT_OFF, BRIEF_STOPPED
 from fakediscord import FakeDiscord
 from fakediscord.models import Message
+from tests.fixtures.acp import SCRIPTED
 from tests.fixtures.shard_processes import (
     ANSWER,
     BotProcess,
@@ -204,11 +207,11 @@ class TestARestart:
 
 
 def owed_rows(world: ShardWorld, text: str) -> int | None:
-    """How many messages with ``text`` the bot's store records as owed (None: none)."""
+    """How many messages with ``text`` the bot's store records (owed to their thread, or
+    shown with a line still open); None: none."""
     with contextlib.closing(sqlite3.connect(world.tmp / "bot.db")) as db:
         (count,) = db.execute(
-            "SELECT count(*) FROM thread_messages WHERE NOT shown AND content LIKE ?",
-            (f"%{text}%",),
+            "SELECT count(*) FROM thread_messages WHERE content LIKE ?", (f"%{text}%",)
         ).fetchone()
     return count or None
 
@@ -242,6 +245,60 @@ class TestAFinishedAnswerCutByACrash:
         )
         answers = [m for m in answers_after(world.fake, thread, said.id)]
         assert [m.id for m in answers] == [cut.id]
+
+
+class TestAnExternalAgentsRequestAcrossAKill:
+    async def test_its_tool_line_says_withdrawn_in_place_once(self, world: ShardWorld) -> None:
+        """An external agent asked for permission; kill -9: the next start withdraws the
+        request, and the tool line that said "waiting" says so in its message, once."""
+        coder = (
+            "[acp_agents.scripted]\n"
+            f"command = {json.dumps([sys.executable, str(SCRIPTED)])}\n"
+            '[agents.coder]\ndisplay_name = "Coder"\nacp = "scripted"\n'
+        )
+        bot = await world.run("bot", one_process(world, sqlite_store(world), coder), [0])
+        handle = await world.fake.invoke_command(
+            world.guilds[0],
+            world.channels[0],
+            world.members[0],
+            "agents spawn",
+            {"task": "ask me", "mode": "session", "agent": "coder"},
+        )
+        async with asyncio.timeout(60):
+            (followup,) = await handle.wait_followups(1)
+        thread = int(str(followup.body["content"]).split("<#", 1)[1].split(">", 1)[0])
+        waiting = await wait_until(
+            world.fake,
+            lambda: next(
+                (
+                    m
+                    for m in world.fake.messages_in(thread)
+                    if m.webhook_id is not None and "waiting for approval" in m.content
+                ),
+                None,
+            ),
+        )
+        await wait_until(world.fake, lambda: owed_rows(world, "waiting"))
+        await bot.kill()
+
+        await world.restart(bot, [0])
+        shown = await wait_until(
+            world.fake,
+            lambda: (
+                world.fake.message(waiting.id)
+                if "withdrawn" in world.fake.message(waiting.id).content
+                else None
+            ),
+        )
+        assert "waiting for approval" not in shown.content
+        lines = [
+            line
+            for m in world.fake.messages_in(thread)
+            if m.webhook_id is not None
+            for line in m.content.splitlines()
+            if line.startswith("-# 🔧")
+        ]
+        assert len(lines) == 1
 
 
 class TestABriefCutOff:
