@@ -136,7 +136,7 @@ def _v9_event_envelopes(conn: Connection) -> None:
 
 
 def _v10_thread_messages(conn: Connection) -> None:
-    table_of(ThreadMessageRow).create(conn)
+    table_of(ThreadMessageRow).create(conn, checkfirst=True)  # a store rolled back by hand
 
 
 MIGRATIONS: tuple[Migration, ...] = (
