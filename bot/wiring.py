@@ -49,6 +49,7 @@ from core.store.liveness import liveness_for
 from core.stream import EventStream
 from core.subagents import CompletionDelivery, SinkRegistry, SubagentService
 from core.subagents.tool import spawn_tool_handler
+from core.transcript import Transcript
 
 del _builtin_artifacts  # imported for its registrations (brief, note)
 
@@ -197,6 +198,8 @@ async def build_services(
         )
         artifacts = ArtifactService(sessions)
         handoffs = HandoffService(database, sessions, clock=clock)
+        transcript = Transcript(database, bindings)
+        events.subscribe(transcript.on_event)
         factory.attach_spawn(spawn_tool_handler(subagents))
         factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
@@ -215,6 +218,7 @@ async def build_services(
         overrides=overrides,
         inbound=inbound,
         inbox=inbox,
+        transcript=transcript,
         subagents=subagents,
         artifacts=artifacts,
         handoffs=handoffs,

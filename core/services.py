@@ -42,6 +42,7 @@ from core.store import Database
 from core.store.changes import ChangeFeed
 from core.stream import EventStream
 from core.subagents import SinkRegistry, SubagentService
+from core.transcript import Transcript
 
 __all__ = ["Services"]
 
@@ -60,6 +61,8 @@ class Services:
     overrides: RuntimeOverrides
     inbound: InboundRouter
     inbox: Inbox
+    transcript: Transcript
+    """What bound threads are owed of agents' messages, until they show it."""
     subagents: SubagentService
     artifacts: ArtifactService
     handoffs: HandoffService
@@ -97,6 +100,11 @@ class Services:
     async def _pick_up(self) -> None:
         taken = await self.leases.take_over_dead()  # before recovery looks for abandoned work
         self.taken_over_sessions = [key for kind, key in taken if kind == "session"]
+        # answers a previous process left cut (refused edits, then a crash), before any
+        # announcement of theirs is posted under them
+        finished = await self.transcript.settle_owed()
+        if finished:
+            _log.info("transcript.finished_at_start", messages=finished)
         await self.subagents.start()
         done = await finish_accepted(
             handoffs=self.handoffs, runtime=self.runtime, include=self.owns_session
@@ -161,6 +169,8 @@ class Services:
             group.create_task(self.subagents.keep_recovering(lease_seconds / 2))
             group.create_task(self.inbox.keep_retrying(lease_seconds / 2))
             group.create_task(self.inbox.keep_flushing(settings.touch_flush_seconds))
+            group.create_task(self.transcript.keep_flushing(settings.touch_flush_seconds))
+            group.create_task(self.transcript.keep_settling(lease_seconds / 2))
             if self.changes is not None:
                 group.create_task(self.changes.run())
             group.create_task(
@@ -245,6 +255,7 @@ class Services:
                 if closing is not None:
                     await closing()
             await self.bindings.close()
+            await self.transcript.close()
             await self._flush_cursors()
             await self.leases.close()  # handed over at once, not when they expire
         finally:

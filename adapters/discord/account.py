@@ -28,13 +28,17 @@ from adapters.discord.ids import conversation_for
 from adapters.discord.inbox import DiscordInbox
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
+from adapters.discord.transcript import DiscordTranscriptSink
 from adapters.discord.webhooks import WebhookPool
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 from core.events import AgentStarted, BindingEnded, BindingStarted, DomainEvent
+from core.logging import get_logger
 from core.services import Services
 
 __all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
+
+_log = get_logger("adapters.discord")
 
 
 class AccountRuntime:
@@ -82,6 +86,7 @@ class AccountRuntime:
         services.sinks.register(
             DiscordCompletionSink(self.delivery, before_post=self._settle_presenter), replace=True
         )
+        services.transcript.sinks.register(DiscordTranscriptSink(self.delivery), replace=True)
         # Who shows an agent in a thread is decided here alone: when an agent is built
         # (first use, a restart, after a crash or eviction) and when a thread is bound.
         self.manager.archive_minutes = services.config.discord.thread_auto_archive_minutes
@@ -140,10 +145,19 @@ class AccountRuntime:
             entry[2].detach()
 
     async def _settle_presenter(self, binding: SessionBindingRecord) -> None:
-        """Everything the thread's presenter queued lands before an announcement."""
+        """Everything the thread's presenter queued lands before an announcement, and so
+        does a message a dead process left cut (the answer first, then its header)."""
         presenter = self.presenter(binding.binding_id)
         if presenter is not None:
             await presenter.drain()
+        transcript = self.services.transcript
+        if transcript.may_owe(binding.binding_id):
+            try:
+                await transcript.settle_owed([binding.binding_id])
+            except Exception:  # the announcement goes anyway; the next pass finishes it
+                _log.warning(
+                    "transcript.settle_failed", binding_id=binding.binding_id, exc_info=True
+                )
 
     def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
         """Show ``agent`` in ``record``'s thread (once per agent instance and persona)."""
@@ -161,6 +175,7 @@ class AccountRuntime:
             min_edit_interval=self._min_edit_interval,
             show_tool_calls=self.services.config.discord.show_tool_calls == "compact",
             approvals=self.approvals,
+            transcript=self.services.transcript,
         )
         presenter.attach(agent)
         self._presenters[record.binding_id] = (agent, persona, presenter)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
@@ -518,6 +518,14 @@ class ThreadSink:
     async def edit(self, message_id: str, content: str) -> str:
         sent = self._sent[message_id]
         return self._keep(await self._delivery.edit(self._record, sent, self._persona, content))
+
+    def adopt(self, sent: Posted) -> None:
+        """A message an earlier process posted for this persona: this sink edits it now."""
+        self._keep(sent)
+
+    def posted(self, message_ids: Sequence[str]) -> tuple[Posted, ...]:
+        """The messages ``message_ids`` (this sink's), with the way each was sent."""
+        return tuple(self._sent[m] for m in message_ids if m in self._sent)
 
     def _keep(self, sent: Posted) -> str:
         self._sent[sent.message_id] = sent

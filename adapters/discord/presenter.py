@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -59,6 +61,8 @@ from core.errors import DeliveryError
 from core.logging import get_logger, redact_text
 from core.providers.types import ToolCall
 from core.sessions.tree import SessionSnapshot
+from core.subagents.delivery import Posted
+from core.transcript import SentPart, ThreadMessage, Transcript
 
 __all__ = ["ThreadPresenter", "failure_notice", "interrupted_notice", "plan_text", "status_text"]
 
@@ -181,6 +185,16 @@ def compaction_notice(event: Compacted) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """A persona message's record in the transcript: its key, the sink it is sent
+    through (which knows how each part was sent), the turn it belongs to."""
+
+    key: str
+    sink: ThreadSink
+    turn_id: str | None
+
+
 class ThreadPresenter:
     """One agent's output in one bound thread."""
 
@@ -194,8 +208,10 @@ class ThreadPresenter:
         min_edit_interval: float = 1.0,
         show_tool_calls: bool = True,
         approvals: ApprovalMessages | None = None,
+        transcript: Transcript | None = None,
     ) -> None:
         self._delivery = delivery
+        self._transcript = transcript
         self._show_tools = show_tool_calls
         self._approvals = approvals or ApprovalMessages(delivery)
         self._doc: TranscriptDoc | None = None
@@ -217,6 +233,11 @@ class ThreadPresenter:
         self._plan_entries: tuple[tuple[str, str], ...] = ()
         self._stopped: str | None = None
         """How a person stopped the last turn (``⏹️ Cancelled by @alice``), for the status."""
+        self._records: dict[StreamingMessage, _Record] = {}
+        """Each persona message's record in the transcript (what the thread owes)."""
+        self._turn_id: str | None = None
+        self._restoring = False
+        """Lines of an earlier process's messages are being (or were) looked up."""
 
     def attach(self, agent: Agent) -> Callable[[], None]:
         """Start showing ``agent``; returns the function that stops it."""
@@ -236,6 +257,7 @@ class ThreadPresenter:
         if isinstance(event, TurnStarted):
             self._failed = self._interrupted = False
             self._stopped = None
+            self._turn_id = event.turn_id
         turn_over = isinstance(event, TurnEnded | TurnCancelled)
         if isinstance(event, _STATUS_EVENTS) and not turn_over:
             self._show_status()
@@ -244,22 +266,16 @@ class ThreadPresenter:
             self._show_document()
         elif isinstance(event, ToolStarted) and self._show_tools:
             call = event.call
-            self._add_line(ToolLine(call.id, call.name, call.arguments))
+            if not (event.resumed and self._elsewhere(lambda: self._resume_line(call))):
+                self._add_line(ToolLine(call.id, call.name, call.arguments))
         elif isinstance(event, ApprovalRequested):
-            self._set_line(event.call.id, "waiting", call=event.call)
+            call = event.call
+            if not self._set_line(call.id, "waiting", call=call) and event.resumed:
+                self._elsewhere(lambda: self._set_line(call.id, "waiting", call=call))
             self._close_stream()  # the model's next words come below the buttons
             self._then(self._approvals.ask(self._record, self._persona.name, event))
         elif isinstance(event, ApprovalResolved):
-            if event.decision in ("allow", "allow_session"):
-                self._set_line(event.call_id, "running")  # it runs now
-            elif event.decision == "deny" and event.option is not None:  # an agent's reject
-                said = rejected_by(event.by_name, event.option)
-                self._end_line(event.call_id, "rejected", said)
-            elif event.decision == "withdrawn" and event.reason in ("cancel", TIMED_OUT):
-                said = cancelled_by(event.by_name, event.reason)
-                self._end_line(event.call_id, "cancelled", said)
-            elif event.decision == "withdrawn":
-                self._set_line(event.call_id, "withdrawn")
+            self._resolve_line(event)
             self._then(self._approvals.settle(self._record, event))
         elif isinstance(event, Compacted):
             self._close_stream()
@@ -289,6 +305,8 @@ class ThreadPresenter:
                 self._then(self._status_now())
         elif isinstance(event, TurnInterrupted):
             self._interrupted = True
+            if not event.stopping and event.turn_id is not None:
+                self._elsewhere(lambda: self._cut_lines(event.turn_id))
             self._close_stream()
             self._close_plan()  # the next turn's plan is a line of its own
             self._then(self._bot_notice(interrupted_notice(event, self._persona.name)))
@@ -350,6 +368,7 @@ class ThreadPresenter:
                 sink, clock=self._clock, min_interval=self._interval, limit=sink.limit
             )
             self._doc = TranscriptDoc()
+            self._records[self._stream] = _Record(uuid.uuid4().hex, sink, self._turn_id)
         return self._doc
 
     def _show_document(self) -> None:
@@ -381,24 +400,31 @@ class ThreadPresenter:
         line, doc, stream = found
         if line.final:
             return True  # withdrawn before the loop reported the call denied: keep that
+        named = (line.name, line.arguments) if call is None else (call.name, call.arguments)
+        if (line.status, line.result, line.name, line.arguments) == (status, result, *named):
+            return True  # it shows that already (a restart's request asked again)
         line.status, line.result = status, result
-        if call is not None:
-            line.name, line.arguments = call.name, call.arguments
+        line.name, line.arguments = named
         if stream is self._stream:
             self._show_document()
         else:  # a closed message: edited in place, after what was scheduled before
-            self._then(stream.revise(doc.render()))
+            self._then(self._land(stream, doc, revise=True))
         return True
 
-    def _finish_line(self, event: ToolFinished) -> None:
-        """A call's outcome, and its result shortened when it ran."""
+    def _finish_line(self, event: ToolFinished, *, looked: bool = False) -> None:
+        """A call's outcome, and its result shortened when it ran. A call this presenter
+        has no line for may have one in an earlier process's message (``looked``: that
+        was looked up already): there it is edited, else it gets a line here."""
         if not self._show_tools:
             return
         status: ToolStatus = "denied" if event.denied else "error" if event.is_error else "ok"
         result = None if event.denied else event.content
-        if not self._set_line(event.call.id, status, result, call=event.call):
-            call = event.call
-            self._add_line(ToolLine(call.id, call.name, call.arguments, status, result))
+        if self._set_line(event.call.id, status, result, call=event.call):
+            return
+        if not looked and self._elsewhere(lambda: self._finish_line(event, looked=True)):
+            return
+        call = event.call
+        self._add_line(ToolLine(call.id, call.name, call.arguments, status, result))
 
     def _ending(self, event: AgentEvent) -> None:
         """What a turn's end (or a steer that cut an external agent off) does to what
@@ -427,6 +453,23 @@ class ThreadPresenter:
         mark = CUT_OFF.format(why=discord.utils.escape_markdown(why))
         if self._doc is not None and self._doc.cut_off(mark):
             self._show_document()
+
+    def _resolve_line(self, event: ApprovalResolved, *, looked: bool = False) -> None:
+        """A request ended: its line says how (allowed: the call runs now). A request
+        asked before a restart has its line in an earlier process's message (``looked``:
+        that was looked up already): it is edited there."""
+        call_id = event.call_id
+        resolve = lambda: self._resolve_line(event, looked=True)  # noqa: E731
+        if not looked and call_id not in self._lines and self._elsewhere(resolve):
+            return
+        if event.decision in ("allow", "allow_session"):
+            self._set_line(call_id, "running")  # it runs now
+        elif event.decision == "deny" and event.option is not None:  # an agent's reject
+            self._end_line(call_id, "rejected", rejected_by(event.by_name, event.option))
+        elif event.decision == "withdrawn" and event.reason in ("cancel", TIMED_OUT):
+            self._end_line(call_id, "cancelled", cancelled_by(event.by_name, event.reason))
+        elif event.decision == "withdrawn":
+            self._set_line(call_id, "withdrawn")
 
     def _end_lines(self, status: ToolStatus, ended: str | None = None) -> None:
         """The turn stopped: every call still running or waiting ended with it
@@ -468,9 +511,118 @@ class ThreadPresenter:
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
-        self._doc = None
-        if stream is not None:
-            self._then(stream.close())
+        doc, self._doc = self._doc, None
+        if stream is not None and doc is not None:
+            self._then(self._land(stream, doc))
+
+    async def _land(
+        self, stream: StreamingMessage, doc: TranscriptDoc, *, revise: bool = False
+    ) -> None:
+        """Land a persona message's final text (``revise``: a closed one's new text),
+        recorded first as owed to the thread, and marked shown once it is.
+
+        A process killed before the thread shows it leaves the record; the next one
+        finishes the message from it (:class:`~core.transcript.Transcript`). Trouble
+        with the store never keeps the words from Discord: it is logged, and the text
+        is posted anyway.
+        """
+        record = self._records.get(stream)
+        transcript = self._transcript
+        if record is None or transcript is None:
+            await (stream.revise(doc.render()) if revise else stream.close())
+            return
+        owed = self._message(record, stream, doc)
+        transcript.hold(record.key)
+        try:
+            try:
+                await transcript.owe(owed)
+            except Exception:
+                _log.warning(
+                    "transcript.owe_failed", binding_id=self._record.binding_id, exc_info=True
+                )
+            await (stream.revise(doc.render()) if revise else stream.close())
+            shown = self._message(record, stream, doc)
+            if stream.failure is None:
+                transcript.shown(shown)
+            elif shown.sent != owed.sent:  # where its parts are now, for whoever finishes it
+                with contextlib.suppress(Exception):
+                    await transcript.owe(shown)
+        finally:
+            transcript.release(record.key)
+        if not doc.open_calls:
+            self._records.pop(stream, None)  # nothing in it changes any more
+
+    def _message(
+        self, record: _Record, stream: StreamingMessage, doc: TranscriptDoc
+    ) -> ThreadMessage:
+        content = doc.to_content()
+        content["limit"] = stream.part_limit
+        return ThreadMessage(
+            key=record.key,
+            binding_id=self._record.binding_id,
+            session_key=self._record.target_session_key,
+            turn_id=record.turn_id,
+            content=content,
+            sent=tuple(
+                SentPart(p.message_id, p.path) for p in record.sink.posted(stream.message_ids)
+            ),
+            open_calls=doc.open_calls,
+        )
+
+    # -- lines in an earlier process's messages ---------------------------------------
+
+    def _elsewhere(self, then: Callable[[], object]) -> bool:
+        """Run ``then`` once the lines still open in messages an earlier process recorded
+        are known here (looked up once per presenter, in order with everything else);
+        False when there is no record to look in."""
+        if self._transcript is None or not self._show_tools:
+            return False
+        if not self._restoring:
+            self._restoring = True
+            self._then(self._restore())
+
+        async def run() -> None:
+            then()
+
+        self._then(run())
+        return True
+
+    async def _restore(self) -> None:
+        """Take over the open lines of the binding's recorded messages: each is edited in
+        its message from now on, never written a second time."""
+        assert self._transcript is not None
+        for message in await self._transcript.with_open_calls(self._record.binding_id):
+            doc = TranscriptDoc.from_content(message.content)
+            sink = ThreadSink(self._delivery, self._record, self._persona)
+            for part in message.sent:
+                sink.adopt(Posted(part.message_id, "bot" if part.path == "bot" else "webhook"))
+            limit = message.content.get("limit")
+            stream = StreamingMessage.resumed(
+                sink,
+                [part.message_id for part in message.sent],
+                doc.render(),
+                clock=self._clock,
+                min_interval=self._interval,
+                limit=limit if isinstance(limit, int) else sink.limit,
+            )
+            self._records[stream] = _Record(message.key, sink, message.turn_id)
+            for call_id in message.open_calls:
+                line = doc.line(call_id)
+                if line is not None and call_id not in self._lines:
+                    self._lines[call_id] = (line, doc, stream)
+
+    def _resume_line(self, call: ToolCall) -> None:
+        """A call started before a restart: its line shows where it was, or, recorded
+        nowhere, it gets one here."""
+        if call.id not in self._lines:
+            self._add_line(ToolLine(call.id, call.name, call.arguments))
+
+    def _cut_lines(self, turn_id: str | None) -> None:
+        """A restart found ``turn_id`` cut off: its calls still under way say so."""
+        for call_id, (line, _doc, stream) in list(self._lines.items()):
+            record = self._records.get(stream)
+            if record is not None and record.turn_id == turn_id and line.status == "running":
+                self._set_line(call_id, "interrupted")
 
     def _then(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` after what was scheduled before it, so messages keep their order."""

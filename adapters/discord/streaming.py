@@ -19,7 +19,7 @@ text, but ``revise()`` may still change what it shows (a tool line's outcome).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -71,9 +71,36 @@ class StreamingMessage:
         self.failure: DeliveryError | None = None
         """Why the stream stopped short, if it did."""
 
+    @classmethod
+    def resumed(
+        cls,
+        sink: MessageSink,
+        message_ids: Sequence[str],
+        text: str,
+        *,
+        clock: Clock | None = None,
+        min_interval: float = 1.0,
+        limit: int | Callable[[], int] = MESSAGE_LIMIT,
+    ) -> StreamingMessage:
+        """A closed stream whose messages (posted by an earlier process) show ``text``:
+        only :meth:`revise` is left to do, and it may edit at once."""
+        stream = cls(sink, clock=clock, min_interval=min_interval, limit=limit)
+        stream._text = text
+        stream._closed = True
+        parts = stream._parts()[: len(message_ids)]
+        stream._ids = list(message_ids[: len(parts)])
+        stream._shown = parts
+        stream._last_edit = [stream._clock.now() - stream._interval] * len(parts)
+        return stream
+
     @property
     def message_ids(self) -> list[str]:
         return list(self._ids)
+
+    @property
+    def part_limit(self) -> int:
+        """The longest part the text is split into now (it only ever lowers)."""
+        return self._part_limit
 
     @property
     def text(self) -> str:

@@ -14,8 +14,9 @@ mentions never ping (the client allows none).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal, cast
 
 import discord
 
@@ -29,7 +30,15 @@ __all__ = [
 ]
 
 ToolStatus = Literal[
-    "running", "waiting", "ok", "error", "denied", "withdrawn", "cancelled", "rejected"
+    "running",
+    "waiting",
+    "ok",
+    "error",
+    "denied",
+    "withdrawn",
+    "cancelled",
+    "rejected",
+    "interrupted",
 ]
 
 _STATUS: Final[dict[str, str]] = {
@@ -41,8 +50,11 @@ _STATUS: Final[dict[str, str]] = {
     "withdrawn": "↩️ withdrawn",
     "cancelled": "⏹️ cancelled",
     "rejected": "⛔ rejected",
+    "interrupted": "⏹️ cut off by a bot restart",
 }
-FINAL_STATUSES: Final = frozenset({"ok", "error", "denied", "withdrawn", "cancelled", "rejected"})
+FINAL_STATUSES: Final = frozenset(
+    {"ok", "error", "denied", "withdrawn", "cancelled", "rejected", "interrupted"}
+)
 """How a call can end; a line in one of these is not changed again by a later event."""
 ARGUMENTS_LIMIT: Final = 80
 RESULT_LIMIT: Final = 80
@@ -143,6 +155,51 @@ class TranscriptDoc:
 
     def line(self, call_id: str) -> ToolLine | None:
         return self._lines.get(call_id)
+
+    @property
+    def open_calls(self) -> tuple[str, ...]:
+        """The calls whose line may still change (running, or waiting for approval)."""
+        return tuple(call_id for call_id, line in self._lines.items() if not line.final)
+
+    def to_content(self) -> dict[str, Any]:
+        """The doc as plain JSON, to render it again after a restart."""
+        parts: list[Any] = []
+        for part in self._parts:
+            if isinstance(part, ToolLine):
+                parts.append(
+                    {
+                        "call_id": part.call_id,
+                        "name": part.name,
+                        "arguments": part.arguments,
+                        "status": part.status,
+                        "result": part.result,
+                        "ended": part.ended,
+                    }
+                )
+            else:
+                parts.append(part)
+        return {"parts": parts}
+
+    @classmethod
+    def from_content(cls, content: Mapping[str, Any]) -> TranscriptDoc:
+        """The doc :meth:`to_content` described (an unknown status reads as an ended call)."""
+        doc = cls()
+        for part in content.get("parts") or ():
+            if isinstance(part, str):
+                doc.add_text(part)
+                continue
+            status = part.get("status")
+            doc.add_line(
+                ToolLine(
+                    str(part["call_id"]),
+                    str(part.get("name") or ""),
+                    str(part.get("arguments") or ""),
+                    cast(ToolStatus, status) if status in _STATUS else "error",
+                    part.get("result"),
+                    part.get("ended"),
+                )
+            )
+        return doc
 
     def render(self) -> str:
         """Words exactly as streamed; each tool line on a line of its own."""

@@ -67,9 +67,13 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
+    """A call starts; ``resumed``: it was started (and asked for approval) before a
+    restart, so a line for it may already be in the thread."""
+
     session_key: str
     turn_id: str
     call: ToolCall
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

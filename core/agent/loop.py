@@ -411,7 +411,11 @@ async def _compacted(
 
 
 async def _run_tool(host: LoopHost, turn_id: str, step: int, call: ToolCall) -> None:
-    host.emit(ToolStarted(host.session_key, turn_id, call))
+    # asked for approval before a restart (answered since, or still waiting)
+    resumed = host.tree.approval_decision(call.id) is not None or any(
+        p.tool_call_id == call.id for p in host.tree.pending_approvals
+    )
+    host.emit(ToolStarted(host.session_key, turn_id, call, resumed))
     tool = host.tools.get(call.name)
     if tool is not None and tool.requires_approval and not host.tree.allowed_for_session(call.name):
         decision = await host.request_approval(turn_id, step, call)

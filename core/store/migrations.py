@@ -34,6 +34,7 @@ from core.store.tables import (
     SessionEventRow,
     SessionHeadRow,
     SubagentRow,
+    ThreadMessageRow,
     table_of,
 )
 from core.store.types import UTCDateTime
@@ -134,6 +135,10 @@ def _v9_event_envelopes(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE session_events ADD COLUMN envelope TEXT"))
 
 
+def _v10_thread_messages(conn: Connection) -> None:
+    table_of(ThreadMessageRow).create(conn, checkfirst=True)  # a store rolled back by hand
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -144,6 +149,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "the inbox: what people said, recorded before handling; read cursors", _v7_inbox),
     Migration(8, "a binding's scope as a column, not a metadata key", _v8_binding_scope),
     Migration(9, "session events keep their JSON text up to the payload", _v9_event_envelopes),
+    Migration(10, "messages a bound thread owes until they show their text", _v10_thread_messages),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

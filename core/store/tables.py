@@ -42,6 +42,7 @@ __all__ = [
     "SessionEventRow",
     "SessionHeadRow",
     "SubagentRow",
+    "ThreadMessageRow",
     "metadata",
 ]
 
@@ -339,6 +340,32 @@ class InboxCursorRow(SQLModel, table=True):
     account_id: str = Field(sa_column=Column(String(64), primary_key=True))
     conversation_id: str = Field(sa_column=Column(String(64), primary_key=True))
     last_seq: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class ThreadMessageRow(SQLModel, table=True):
+    """A message an agent's words went into, recorded before its final text is posted.
+
+    ``shown`` is false while the thread may not show ``content`` yet: a process
+    that starts finds such rows and finishes them in the thread. A shown row is
+    kept only while ``open_calls`` names a tool call whose line in it may still
+    change; otherwise it is deleted. See :mod:`core.transcript`.
+    """
+
+    __tablename__ = "thread_messages"
+    __table_args__ = (
+        Index("ix_thread_messages_binding_id", "binding_id"),
+        Index("ix_thread_messages_shown", "shown"),
+    )
+
+    key: str = Field(sa_column=Column(String(32), primary_key=True))
+    binding_id: str = Field(sa_column=Column(String(64), nullable=False))
+    session_key: str = Field(sa_column=Column(String(300), nullable=False))
+    turn_id: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    content: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    sent: list[Any] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    open_calls: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    shown: bool = Field(default=False, sa_column=Column(Boolean, nullable=False))
     updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 

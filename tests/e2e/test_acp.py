@@ -493,3 +493,33 @@ async def test_a_handoff_can_hand_the_thread_to_an_external_agent(start_bot: Sta
     assert (await bot.services.runtime.get(key)).settings.acp == "scripted"
     (done,) = await bot.services.handoffs.list(key)
     assert done.status == "completed"
+
+
+async def test_a_request_withdrawn_by_a_restart_ends_its_tool_line_in_place(
+    start_bot: StartBot,
+) -> None:
+    """The agent asked, the process went: the next start withdraws the request, and the
+    tool line that said "waiting" says withdrawn, in its own message, once."""
+    first = await acp_bot(start_bot)
+    key, thread = await coder_thread(first, "ask me")
+    await approval_message(first, thread)
+    async with asyncio.timeout(TIMEOUT):
+        waiting = await first.fake.wait_for_message(
+            thread, lambda m: m.webhook_id is not None and "⏸️ waiting for approval" in m.content
+        )
+    await first.client.account.drain()
+    await first.client.close()
+    await first.services.close()
+
+    again = await acp_bot(start_bot)
+    shown = await edited_to(again, thread, waiting.id, "↩️ withdrawn")
+    assert "waiting for approval" not in shown.content
+    lines = [
+        line
+        for m in again.fake.messages_in(thread)
+        if m.webhook_id is not None
+        for line in m.content.splitlines()
+        if line.startswith("-# 🔧")
+    ]
+    assert len(lines) == 1
+    await settle(again, key)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.app import shut_down
 from core.errors import ConfigError
 from core.inbox import InboxPress
 from core.providers.scripted import Step
@@ -435,6 +436,40 @@ class TestApprovals:
         assert "turn_interrupted" not in types
         requests = [m for m in second.fake.messages_in(thread) if buttons(m) or "🔐" in m.content]
         assert len(requests) == 1  # the restarted bot found its request, did not ask again
+
+    @pytest.mark.parametrize("how", ["closed", "stopped"])
+    async def test_after_a_restart_the_waiting_line_is_edited_in_place_not_written_again(
+        self, start_bot: StartBot, how: str
+    ) -> None:
+        """Allow pressed after a restart (a crash-like close, or a clean stop): the line that
+        said "waiting" says how the call went, in its message; no second line is posted."""
+        first, key, thread = await waiting_for_approval(start_bot)
+        message = await approval_message(first, thread)
+        waiting = await waiting_line(first, thread)
+        await first.client.account.drain()
+        if how == "stopped":
+            async with asyncio.timeout(TIMEOUT):
+                await shut_down(first.services, [first.client], drain_seconds=30)
+        await first.client.close()
+        await first.services.close()
+
+        second = await start_bot(
+            call_then_answer(CONVERT, "Converted after the restart."),
+            mcp_servers={"clock": APPROVE_CONVERT},
+            agent_settings={"tools": ["mcp:clock"]},
+        )
+        handle = await press(second, message, "allow", second.world.alice)
+        async with asyncio.timeout(TIMEOUT):
+            await handle.wait_response()
+        await edited_to(second, thread, waiting.id, "✅ ok")
+        await settle(second, key)
+        await second.client.account.drain()
+
+        ((message_id, line),) = call_lines(second, thread, "clock__convert_time")
+        assert message_id == waiting.id
+        assert "· ✅ ok → source: " in line
+        spoken = [m.content for m in persona_messages(second.fake, thread)]
+        assert "Converted after the restart." in spoken[-1]
 
     async def test_a_press_a_killed_process_was_recording_counts_after_the_restart(
         self, start_bot: StartBot

@@ -12,7 +12,11 @@ visibly, and the next turn starts clean.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import signal
+import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ import pytest
 from bot.handoffs.brief import BRIEF_CUT_OFF, BRIEF_STOPPED
 from fakediscord import FakeDiscord
 from fakediscord.models import Message
+from tests.fixtures.acp import SCRIPTED
 from tests.fixtures.shard_processes import (
     ANSWER,
     BotProcess,
@@ -199,6 +204,101 @@ class TestARestart:
         said = await world.fake.user_says(thread, world.members[0], "hello again")
         await answered(world, thread, said.id)
         assert people_in_requests(world.llm)[-1][-1] == "hello again"
+
+
+def owed_rows(world: ShardWorld, text: str) -> int | None:
+    """How many messages with ``text`` the bot's store records (owed to their thread, or
+    shown with a line still open); None: none."""
+    with contextlib.closing(sqlite3.connect(world.tmp / "bot.db")) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM thread_messages WHERE content LIKE ?", (f"%{text}%",)
+        ).fetchone()
+    return count or None
+
+
+class TestAFinishedAnswerCutByACrash:
+    async def test_the_next_process_finishes_the_answer_discord_refused_once(
+        self, world: ShardWorld
+    ) -> None:
+        """The model finishes while Discord refuses the stream's edits; kill -9: the next
+        process edits the message to the whole answer, once."""
+        bot = await world.run("bot", one_process(world, sqlite_store(world)), [0])
+        thread = await session_thread(world, "say hello")
+        said = await world.fake.user_says(thread, world.members[0], "HOLD: write it all")
+        cut = await wait_until(
+            world.fake,
+            lambda: next(
+                (m for m in world.fake.messages_in(thread) if m.content == "working… "), None
+            ),
+        )
+        world.fake.fail_next("PATCH", "/webhooks/*", 429, times=100_000, via_header=False)
+        world.llm.release()
+        await wait_until(world.fake, lambda: owed_rows(world, "working"))  # recorded, not shown
+        await bot.kill()
+        assert world.fake.message(cut.id).content == "working… "
+        world.fake.faults.faults.clear()
+
+        await world.restart(bot, [0])
+        await wait_until(
+            world.fake,
+            lambda: True if world.fake.message(cut.id).content == "working… " + ANSWER else None,
+        )
+        answers = [m for m in answers_after(world.fake, thread, said.id)]
+        assert [m.id for m in answers] == [cut.id]
+
+
+class TestAnExternalAgentsRequestAcrossAKill:
+    async def test_its_tool_line_says_withdrawn_in_place_once(self, world: ShardWorld) -> None:
+        """An external agent asked for permission; kill -9: the next start withdraws the
+        request, and the tool line that said "waiting" says so in its message, once."""
+        coder = (
+            "[acp_agents.scripted]\n"
+            f"command = {json.dumps([sys.executable, str(SCRIPTED)])}\n"
+            '[agents.coder]\ndisplay_name = "Coder"\nacp = "scripted"\n'
+        )
+        bot = await world.run("bot", one_process(world, sqlite_store(world), coder), [0])
+        handle = await world.fake.invoke_command(
+            world.guilds[0],
+            world.channels[0],
+            world.members[0],
+            "agents spawn",
+            {"task": "ask me", "mode": "session", "agent": "coder"},
+        )
+        async with asyncio.timeout(60):
+            (followup,) = await handle.wait_followups(1)
+        thread = int(str(followup.body["content"]).split("<#", 1)[1].split(">", 1)[0])
+        waiting = await wait_until(
+            world.fake,
+            lambda: next(
+                (
+                    m
+                    for m in world.fake.messages_in(thread)
+                    if m.webhook_id is not None and "waiting for approval" in m.content
+                ),
+                None,
+            ),
+        )
+        await wait_until(world.fake, lambda: owed_rows(world, "waiting"))
+        await bot.kill()
+
+        await world.restart(bot, [0])
+        shown = await wait_until(
+            world.fake,
+            lambda: (
+                world.fake.message(waiting.id)
+                if "withdrawn" in world.fake.message(waiting.id).content
+                else None
+            ),
+        )
+        assert "waiting for approval" not in shown.content
+        lines = [
+            line
+            for m in world.fake.messages_in(thread)
+            if m.webhook_id is not None
+            for line in m.content.splitlines()
+            if line.startswith("-# 🔧")
+        ]
+        assert len(lines) == 1
 
 
 class TestABriefCutOff:
