@@ -27,7 +27,7 @@ from core.bindings.records import SessionBindingRecord
 from core.errors import DeliveryError
 from core.logging import get_logger
 from core.subagents.delivery import Posted
-from core.transcript import ThreadMessage
+from core.transcript import SentPart, ThreadMessage
 
 __all__ = ["DiscordTranscriptSink", "parts_of"]
 
@@ -58,7 +58,9 @@ class DiscordTranscriptSink:
     def account_id(self) -> str:
         return self._delivery.manager.account_id
 
-    async def settle(self, binding: SessionBindingRecord, message: ThreadMessage) -> bool:
+    async def settle(
+        self, binding: SessionBindingRecord, message: ThreadMessage
+    ) -> ThreadMessage | None:
         persona = persona_of(binding)
         try:
             thread = await self._delivery.manager.fetch_channel(
@@ -92,7 +94,7 @@ class DiscordTranscriptSink:
                 key=message.key,
                 changed=changed,
             )
-        return True
+        return message.showing(tuple(SentPart(p.message_id, p.path) for p in sent))
 
     async def _shows(self, thread: Any, posted: Posted, persona: Persona) -> str | None:
         """What the message shows now; None when it is gone (an edit then posts it anew)."""

@@ -63,21 +63,32 @@ def save(conn: Connection, message: ThreadMessage, now: datetime) -> None:
 
 def settle(
     conn: Connection,
-    marks: Iterable[tuple[str, bool]],
+    shown: Iterable[ThreadMessage],
     ended: Collection[str],
     now: datetime,
 ) -> None:
-    """Each ``(key, keep)``: shown; a row with open lines is kept (``keep``), else deleted.
-    The rows of ``ended`` bindings go: nothing can be shown in their threads any more."""
-    marks = list(marks)
+    """Each message is shown: one with open lines is kept, as it shows now and where (a
+    later edit of a line finds its parts), any other deleted. The rows of ``ended``
+    bindings go: nothing can be shown in their threads any more."""
+    shown = list(shown)
     if ended:
         conn.execute(delete(_T).where(_T.c.binding_id.in_(list(ended))))
-    gone = [key for key, keep in marks if not keep]
-    kept = [key for key, keep in marks if keep]
+    gone = [m.key for m in shown if not m.open_calls]
     if gone:
         conn.execute(delete(_T).where(_T.c.key.in_(gone)))
-    if kept:
-        conn.execute(update(_T).where(_T.c.key.in_(kept)).values(shown=True, updated_at=now))
+    for message in shown:
+        if message.open_calls and message.binding_id not in ended:
+            conn.execute(
+                update(_T)
+                .where(_T.c.key == message.key)
+                .values(
+                    content=dict(message.content),
+                    sent=[[part.message_id, part.path] for part in message.sent],
+                    open_calls=list(message.open_calls),
+                    shown=True,
+                    updated_at=now,
+                )
+            )
 
 
 def owed(conn: Connection, binding_ids: Collection[str] | None) -> list[ThreadMessage]:

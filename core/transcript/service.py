@@ -42,9 +42,12 @@ class TranscriptSink(Protocol):
     @property
     def account_id(self) -> str: ...
 
-    async def settle(self, binding: SessionBindingRecord, message: ThreadMessage) -> bool:
-        """Make the thread show ``message``, comparing before changing anything; True
-        when it does. Raises, or returns False, when the channel refuses for now."""
+    async def settle(
+        self, binding: SessionBindingRecord, message: ThreadMessage
+    ) -> ThreadMessage | None:
+        """Make the thread show ``message``, comparing before changing anything; the
+        message as it is now shown (``sent`` naming every message that shows a part),
+        or None (or a raise) when the channel refuses for now."""
         ...
 
 
@@ -60,8 +63,9 @@ class Transcript:
         self._db = database
         self._bindings = bindings
         self.sinks = TranscriptSinks()
-        self._marks: dict[str, bool] = {}
-        """Shown, not yet written: key -> whether the row stays (it has open lines)."""
+        self._marks: dict[str, ThreadMessage] = {}
+        """Shown, not yet written, by key: a row with open lines stays (as it shows now,
+        where it is), any other goes."""
         self._held: set[str] = set()
         self._owed: dict[str, str] = {}
         """Messages this process knows are owed and not shown: key -> binding id."""
@@ -78,7 +82,7 @@ class Transcript:
 
     def shown(self, message: ThreadMessage) -> None:
         """The thread shows ``message`` now; written with the next :meth:`flush`."""
-        self._marks[message.key] = bool(message.open_calls)
+        self._marks[message.key] = message
         self._owed.pop(message.key, None)
 
     def may_owe(self, binding_id: str) -> bool:
@@ -118,7 +122,7 @@ class Transcript:
             return 0
         now = self._bindings.clock.now()
         try:
-            await self._db.run(repository.settle, list(marks.items()), ended, now)
+            await self._db.run(repository.settle, list(marks.values()), ended, now)
         except BaseException:
             self._marks = {**marks, **self._marks}
             self._ended |= ended
@@ -170,8 +174,8 @@ class Transcript:
                 continue
             finally:
                 self.release(message.key)
-            if done:
-                self.shown(message)
+            if done is not None:
+                self.shown(done)
                 settled += 1
         for binding_id in ended:
             self.binding_ended(binding_id)

@@ -28,11 +28,13 @@ class Sink:
     settled: list[str] = field(default_factory=list)
     refuse: bool = False
 
-    async def settle(self, binding: SessionBindingRecord, message: ThreadMessage) -> bool:
+    async def settle(
+        self, binding: SessionBindingRecord, message: ThreadMessage
+    ) -> ThreadMessage | None:
         if self.refuse:
             raise OSError("Discord answered 503")
         self.settled.append(message.key)
-        return True
+        return message.showing((*message.sent, SentPart("501", "webhook")))
 
 
 async def started(
@@ -143,6 +145,38 @@ class TestOpenLines:
         transcript.shown(done)
         await transcript.flush()
         assert await transcript.with_open_calls(record.binding_id) == []
+
+    async def test_a_kept_message_remembers_where_its_parts_are_once_shown(
+        self, database: Database
+    ) -> None:
+        """Recorded before its first part was posted, shown once it was: the row kept for
+        its open line names the message, so a later process edits that one."""
+        transcript, _, record = await started(database)
+        owed = ThreadMessage(
+            key="a",
+            binding_id=record.binding_id,
+            session_key=SESSION,
+            turn_id="t1",
+            content={"parts": ["x"]},
+            open_calls=("c1",),
+        )
+        await transcript.owe(owed)
+        transcript.shown(owed.showing((SentPart("700", "bot"),)))
+        await transcript.flush()
+        later, _, _ = await started(database)
+        (found,) = await later.with_open_calls(record.binding_id)
+        assert found.sent == (SentPart("700", "bot"),)
+        assert found.shown
+
+    async def test_a_settled_message_is_kept_where_the_channel_found_it(
+        self, database: Database
+    ) -> None:
+        first, _, record = await started(database)
+        await first.owe(message(record, "a", open_calls=("c1",)))
+        second, _, _ = await started(database)
+        assert await second.settle_owed() == 1
+        (found,) = await second.with_open_calls(record.binding_id)
+        assert found.sent == (SentPart("500", "webhook"), SentPart("501", "webhook"))
 
 
 class TestEndedThreads:
