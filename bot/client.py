@@ -15,6 +15,7 @@ from bot.commands.agents import AgentsGroup
 from bot.commands.artifacts import ArtifactsCommands
 from bot.commands.config import ConfigGroup
 from bot.commands.focus import FocusCommands
+from bot.commands.help import HelpCommands
 from bot.commands.session import SessionGroup
 from bot.commands.session_model import SessionModelCommands
 from bot.commands.steering import SteeringCommands
@@ -22,6 +23,7 @@ from bot.commands.tree import TreeCommands
 from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished
 from bot.handoffs.brief import recover_brief
 from bot.handoffs.views import recover_handoff
+from bot.mentions import on_mention
 from bot.presses import recover_presses
 from bot.wiring import Services
 from core.events import DomainEvent, SubagentFinished
@@ -129,6 +131,7 @@ class ThreadboundClient(discord.Client):
             SessionGroup(account),
             ArtifactsCommands(account),
             SessionModelCommands(account),
+            HelpCommands(account),
         ]
 
     @staticmethod
@@ -170,10 +173,12 @@ class ThreadboundClient(discord.Client):
         self.account.catch_up.start(shard_id=shard_id, held_only=True)
 
     async def on_message(self, message: discord.Message) -> None:
-        """A message in a bound thread goes to its agent, through the inbox; everything
-        else is not ours. Nothing raises from here: the inbox answers every failure."""
+        """A message in a bound thread goes to its agent, through the inbox; elsewhere a
+        mention of the bot starts a session (:mod:`bot.mentions`); everything else is not
+        ours. Nothing raises from here: the inbox and the mention answer every failure."""
         try:
-            await self.account.inbox.on_message(message)
+            if not await self.account.inbox.on_message(message):
+                await on_mention(self.account, self, message)
         except Exception:
             _log.error("bot.on_message_failed", message_id=message.id, exc_info=True)
 
