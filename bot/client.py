@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 import discord
@@ -83,6 +84,9 @@ class ThreadboundClient(discord.Client):
         self.account = AccountRuntime(
             account_id, self, services, managers, min_edit_interval=min_edit_interval
         )
+        self.set_up = False
+        """:meth:`setup_hook` has finished: a stop before that has nothing of this
+        client's to drain, and may cancel its start (see :mod:`bot.app`)."""
         services.events.subscribe(self._on_event)  # once per account
 
     def _on_event(self, event: DomainEvent) -> None:
@@ -117,6 +121,7 @@ class ThreadboundClient(discord.Client):
                 await self.tree.sync(guild=guild)
         else:
             await self.tree.sync()
+        self.set_up = True
 
     def _features(self) -> list[app_commands.Group | _TopLevelCommands]:
         """The slash commands, one object per feature (``bot/commands/``): a group is
@@ -171,6 +176,27 @@ class ThreadboundClient(discord.Client):
 
     async def on_shard_ready(self, shard_id: int) -> None:
         self.account.catch_up.start(shard_id=shard_id, held_only=True)
+
+    async def close(self) -> None:
+        """Disconnect, ending discord.py's own wait for the guilds after a ``READY`` first.
+
+        That wait (``_delay_ready``, up to ``guild_ready_timeout``) runs in a task of
+        its own; left running past a close it dispatches ``ready`` on the closed
+        client, fails, and asyncio logs "Task exception was never retrieved". It is
+        ended before the close (no ``ready`` handler runs while the bot stops) and
+        again after it (a ``READY`` parsed while the gateway was closing).
+        """
+        self._end_ready_waits()
+        await super().close()
+        self._end_ready_waits()
+
+    def _end_ready_waits(self) -> None:
+        state = self._connection
+        waits = [getattr(state, "_ready_task", None)]  # discord.py's, not public
+        waits += list(getattr(state, "_ready_tasks", {}).values())  # one per shard
+        for task in waits:
+            if isinstance(task, asyncio.Task) and not task.done():
+                task.cancel()
 
     async def on_message(self, message: discord.Message) -> None:
         """A message in a bound thread goes to its agent, through the inbox; elsewhere a
