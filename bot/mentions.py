@@ -73,18 +73,21 @@ FILES_LEFT: Final = (
 
 
 def is_mentioned(client: discord.Client, message: discord.Message) -> bool:
-    """Whether ``message`` names the bot itself: its user, or the role Discord gave it.
+    """Whether the text of ``message`` names the bot itself: its user, or the role
+    Discord gave it.
 
-    ``@everyone`` and ``@here`` do not count: they are for the people.
+    ``@everyone`` and ``@here`` do not count: they are for the people. Nor does a
+    reply to one of the bot's messages, which Discord counts as a mention: a "thanks"
+    under "Started … in #thread" is not a request for another session.
     """
     me = client.user
     if me is None:
         return False
-    if any(user.id == me.id for user in message.mentions):
+    if me.id in message.raw_mentions:
         return True
     guild = message.guild
     own_role = guild.self_role if guild is not None else None
-    return own_role is not None and own_role in message.role_mentions
+    return own_role is not None and own_role.id in message.raw_role_mentions
 
 
 def task_of(client: discord.Client, message: discord.Message) -> str:
