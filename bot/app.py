@@ -5,7 +5,9 @@ are let finish (:data:`DRAIN_SECONDS` at most) while the clients can still post
 them; then the running turns stop (their queues kept) and their threads say so,
 again while the clients can post; then the clients disconnect (no new work
 arrives), then the maintenance task stops, then pending touches are flushed and
-the store is closed. SIGINT and SIGTERM both take that path.
+the store is closed. SIGINT and SIGTERM both take that path. A client still
+logging in when the stop comes (its commands syncing, say) has its start
+cancelled first: nothing of it needs draining.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import structlog
 
 from adapters.discord.endpoints import use_endpoints
 from adapters.discord.manager import ManagerRegistry
-from bot.client import client_for
+from bot.client import ThreadboundClient, client_for
 from bot.wiring import Services, build_services
 from core.config import Config
 from core.errors import ThreadboundError
@@ -86,6 +88,20 @@ async def shut_down(
         await client.close()
 
 
+def _stop_starting(
+    clients: Sequence[ThreadboundClient], runs: Sequence[asyncio.Task[None]]
+) -> None:
+    """Cancel the start of every client still logging in (its commands syncing, say).
+
+    Left to run, its next request would meet the HTTP session the stop closes and
+    fail, and that failure would tear the task group down mid-stop. A client that
+    is set up is stopped by :func:`shut_down`, gateway and all.
+    """
+    for client, run in zip(clients, runs, strict=True):
+        if not client.set_up and not run.done():
+            run.cancel()
+
+
 async def _serve(services: Services, tokens: dict[str, str]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -105,6 +121,7 @@ async def _serve(services: Services, tokens: dict[str, str]) -> int:
             _log.info("bot.starting", accounts=list(tokens), live_bindings=len(services.bindings))
             waiter = group.create_task(stop.wait())
             await asyncio.wait([waiter, *runs], return_when=asyncio.FIRST_COMPLETED)
+            _stop_starting(clients, runs)
             await shut_down(services, clients)
             maintenance.cancel()
             waiter.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 import discord
@@ -15,6 +16,7 @@ from bot.commands.agents import AgentsGroup
 from bot.commands.artifacts import ArtifactsCommands
 from bot.commands.config import ConfigGroup
 from bot.commands.focus import FocusCommands
+from bot.commands.help import HelpCommands
 from bot.commands.session import SessionGroup
 from bot.commands.session_model import SessionModelCommands
 from bot.commands.steering import SteeringCommands
@@ -22,6 +24,7 @@ from bot.commands.tree import TreeCommands
 from bot.handoffs import offer_missed_briefs, setup_handoffs, subagent_finished, watch_turns
 from bot.handoffs.brief import recover_brief
 from bot.handoffs.views import recover_handoff
+from bot.mentions import on_mention
 from bot.presses import recover_presses
 from bot.wiring import Services
 from core.events import AgentStarted, DomainEvent, SubagentFinished
@@ -81,6 +84,9 @@ class ThreadboundClient(discord.Client):
         self.account = AccountRuntime(
             account_id, self, services, managers, min_edit_interval=min_edit_interval
         )
+        self.set_up = False
+        """:meth:`setup_hook` has finished: a stop before that has nothing of this
+        client's to drain, and may cancel its start (see :mod:`bot.app`)."""
         services.events.subscribe(self._on_event)  # once per account
 
     def _on_event(self, event: DomainEvent) -> None:
@@ -117,6 +123,7 @@ class ThreadboundClient(discord.Client):
                 await self.tree.sync(guild=guild)
         else:
             await self.tree.sync()
+        self.set_up = True
 
     def _features(self) -> list[app_commands.Group | _TopLevelCommands]:
         """The slash commands, one object per feature (``bot/commands/``): a group is
@@ -131,6 +138,7 @@ class ThreadboundClient(discord.Client):
             SessionGroup(account),
             ArtifactsCommands(account),
             SessionModelCommands(account),
+            HelpCommands(account),
         ]
 
     @staticmethod
@@ -171,11 +179,34 @@ class ThreadboundClient(discord.Client):
     async def on_shard_ready(self, shard_id: int) -> None:
         self.account.catch_up.start(shard_id=shard_id, held_only=True)
 
+    async def close(self) -> None:
+        """Disconnect, ending discord.py's own wait for the guilds after a ``READY`` first.
+
+        That wait (``_delay_ready``, up to ``guild_ready_timeout``) runs in a task of
+        its own; left running past a close it dispatches ``ready`` on the closed
+        client, fails, and asyncio logs "Task exception was never retrieved". It is
+        ended before the close (no ``ready`` handler runs while the bot stops) and
+        again after it (a ``READY`` parsed while the gateway was closing).
+        """
+        self._end_ready_waits()
+        await super().close()
+        self._end_ready_waits()
+
+    def _end_ready_waits(self) -> None:
+        state = self._connection
+        waits = [getattr(state, "_ready_task", None)]  # discord.py's, not public
+        waits += list(getattr(state, "_ready_tasks", {}).values())  # one per shard
+        for task in waits:
+            if isinstance(task, asyncio.Task) and not task.done():
+                task.cancel()
+
     async def on_message(self, message: discord.Message) -> None:
-        """A message in a bound thread goes to its agent, through the inbox; everything
-        else is not ours. Nothing raises from here: the inbox answers every failure."""
+        """A message in a bound thread goes to its agent, through the inbox; elsewhere a
+        mention of the bot starts a session (:mod:`bot.mentions`); everything else is not
+        ours. Nothing raises from here: the inbox and the mention answer every failure."""
         try:
-            await self.account.inbox.on_message(message)
+            if not await self.account.inbox.on_message(message):
+                await on_mention(self.account, self, message)
         except Exception:
             _log.error("bot.on_message_failed", message_id=message.id, exc_info=True)
 

@@ -140,7 +140,8 @@ async def _legacy(
 
     def on_event(event: AgentEvent) -> None:
         if isinstance(event, TurnEnded):
-            account.run_in_background(_post_answer(agent.tree, channel))
+            answer = _post_answer(agent.tree, channel, account.account_id, request.guild_id)
+            account.run_in_background(answer)
             unsubscribe()
 
     unsubscribe = agent.subscribe(on_event)
@@ -148,7 +149,9 @@ async def _legacy(
     return SpawnResult(session_key, None, "Working on it; the answer will be posted here.")
 
 
-async def _post_answer(tree: SessionTree, channel: discord.abc.MessageableChannel) -> None:
+async def _post_answer(
+    tree: SessionTree, channel: discord.abc.MessageableChannel, account_id: str, guild_id: int
+) -> None:
     text = tree.last_answer() or "(the subagent finished without an answer)"
     try:
         for part in split_message(text):
@@ -163,6 +166,8 @@ async def _post_answer(tree: SessionTree, channel: discord.abc.MessageableChanne
                 error=exc,
                 code=exc.code or None,
                 retryable=False,
+                account=account_id,
+                guild=str(guild_id),
             ),
             _log,
         )

@@ -166,6 +166,8 @@ class DeliveryFailed(Event):
     error: BaseException | str
     code: int | None = None
     retryable: bool
+    account: str | None = None
+    """The account that sent it (the canary groups by it); ``None`` when not known."""
 
     def severity(self) -> Level:
         return "warning" if self.retryable else "error"

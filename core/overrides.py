@@ -16,6 +16,8 @@ Several bot processes share one PostgreSQL store: a change is announced
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, select
@@ -37,7 +39,7 @@ from core.store.changes import announce
 from core.store.database import Database
 from core.store.tables import ConfigOverrideRow, table_of
 
-__all__ = ["EVERY_SERVER", "RuntimeOverrides"]
+__all__ = ["EVERY_SERVER", "OverrideOrigin", "RuntimeOverrides"]
 
 EVERY_SERVER = "*"
 """The scope of an override for every server at once."""
@@ -46,8 +48,18 @@ _T = table_of(ConfigOverrideRow)
 _log = get_logger("core.overrides")
 
 
-def _load(conn: Connection) -> list[tuple[str, str, Any]]:
-    return [tuple(row) for row in conn.execute(select(_T.c.scope, _T.c.path, _T.c.value))]
+@dataclass(frozen=True, slots=True)
+class OverrideOrigin:
+    """Who set a runtime override, when, and for which scope (a guild, or every server)."""
+
+    scope: str
+    actor: str
+    at: datetime
+
+
+def _load(conn: Connection) -> list[tuple[str, str, Any, str, datetime]]:
+    columns = (_T.c.scope, _T.c.path, _T.c.value, _T.c.updated_by, _T.c.updated_at)
+    return [tuple(row) for row in conn.execute(select(*columns))]
 
 
 def _upsert(conn: Connection, row: dict[str, Any]) -> None:
@@ -69,6 +81,7 @@ class RuntimeOverrides:
         self._config = config
         self._clock: Clock = clock or SystemClock()
         self._by_scope: dict[str, dict[str, Any]] = {}
+        self._origins: dict[tuple[str, str], OverrideOrigin] = {}
 
     async def start(self) -> int:
         """Load stored overrides; an override the config no longer allows is ignored, loudly.
@@ -78,14 +91,17 @@ class RuntimeOverrides:
         """
         rows = await self._db.run(_load)
         loaded: dict[str, dict[str, Any]] = {}
-        for scope, path, value in rows:
+        origins: dict[tuple[str, str], OverrideOrigin] = {}
+        for scope, path, value, actor, at in rows:
             try:
                 checked = validate_override(self._config, path, value)
             except ConfigError as exc:
                 _log.warning("config.override_ignored", scope=scope, key=path, error=str(exc))
                 continue
             loaded.setdefault(scope, {})[path] = checked
+            origins[scope, path] = OverrideOrigin(scope, actor, at)
         self._by_scope = loaded  # one swap: a read never sees half a reload
+        self._origins = origins
         return sum(len(v) for v in loaded.values())
 
     async def reload(self) -> int:
@@ -103,6 +119,14 @@ class RuntimeOverrides:
     def own(self, scope: str) -> Mapping[str, Any]:
         """Only the overrides set for ``scope`` itself (what ``reset`` can remove)."""
         return self._by_scope.get(scope, {})
+
+    def origin(self, scope: str | None, path: str) -> OverrideOrigin | None:
+        """Who set the override of ``path`` that applies in ``scope``: the scope's own,
+        else the every-server one (as :meth:`for_scope` merges them); None if neither."""
+        for where in (scope, EVERY_SERVER):
+            if where is not None and path in self._by_scope.get(where, {}):
+                return self._origins.get((where, path))
+        return None
 
     def get(self, scope: str | None, path: str, *, account_id: str | None = None) -> FlagValue:
         """The effective value of the flag at ``path``'s name, and where it came from."""
@@ -149,15 +173,11 @@ class RuntimeOverrides:
         """Validate, persist, apply and audit one override; returns the stored value."""
         value = validate_override(self._config, path, raw)
         old = self.own(scope).get(path)
-        row = {
-            "scope": scope,
-            "path": path,
-            "value": value,
-            "updated_by": actor,
-            "updated_at": self._clock.now(),
-        }
+        now = self._clock.now()
+        row = {"scope": scope, "path": path, "value": value, "updated_by": actor, "updated_at": now}
         await self._db.run(_upsert, row)
         self._by_scope.setdefault(scope, {})[path] = value
+        self._origins[scope, path] = OverrideOrigin(scope, actor, now)
         log_events.emit(
             log_events.ConfigChanged(key=path, old=old, new=value, actor=actor, scope=scope), _log
         )
@@ -177,6 +197,7 @@ class RuntimeOverrides:
             )
         await self._db.run(_delete, scope, path)
         old = self._by_scope[scope].pop(path)
+        self._origins.pop((scope, path), None)
         log_events.emit(
             log_events.ConfigChanged(key=path, old=old, new=None, actor=actor, scope=scope), _log
         )

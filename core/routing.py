@@ -104,15 +104,20 @@ class BoundDeliveryRouter:
         requester: ConversationRef | None = None,
         fail_closed: bool = True,
         event_kind: Literal["task_completion"] = "task_completion",
+        scope: str | None = None,
     ) -> DeliveryResolution:
         """Choose where a completion of ``target_session_key`` must be delivered.
 
         ``fail_closed=True`` forbids the last-resort jump to a single binding on
         another channel or account; the caller then delivers to the requester.
+        ``scope`` (the guild the session was asked in) only goes into the log line,
+        for a fallback, which has no binding to take its guild from.
         """
         resolution = self._resolve(target_session_key, requester, fail_closed)
         if is_enabled(logging.INFO):
-            _log_resolution(resolution, event_kind, target_session_key, requester, fail_closed)
+            _log_resolution(
+                resolution, event_kind, target_session_key, requester, fail_closed, scope
+            )
         return resolution
 
     def _resolve(
@@ -189,10 +194,11 @@ def _log_resolution(
     target_session_key: str | None,
     requester: ConversationRef | None,
     fail_closed: bool,
+    scope: str | None,
 ) -> None:
     binding = resolution.binding
     where = binding.conversation if binding else requester
-    guild = binding.scope if binding else None
+    guild = binding.scope if binding else scope
     log_events.emit(
         log_events.RoutingResolved(
             event_kind=event_kind,

@@ -402,6 +402,7 @@ class ThreadDelivery:
                 error=_describe(exc),
                 code=code,
                 retryable=taken_over,
+                account=record.conversation.account_id,
             )
         )
 

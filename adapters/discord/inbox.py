@@ -102,14 +102,18 @@ class DiscordInbox:
 
     # -- in ------------------------------------------------------------------------
 
-    async def on_message(self, message: discord.Message) -> None:
-        """A gateway message: a person's in a bound thread goes to its session, via the inbox."""
+    async def on_message(self, message: discord.Message) -> bool:
+        """A gateway message: a person's in a bound thread goes to its session, via the inbox.
+
+        Returns whether the conversation is bound (the message was the inbox's to take,
+        whoever wrote it); anything else is for the caller to look at (a mention).
+        """
         conversation = conversation_of(self.account_id, message.channel)
         if self._bindings.active_for_conversation(conversation) is None:
-            return  # not a bound conversation: not ours to answer
+            return False  # not a bound conversation: not the inbox's to answer
         self._inbox.seen(conversation, message.id)
         if not from_a_person(self._client, message, allow_bots=self._allow_bots):
-            return
+            return True
         item = inbox_message(self.account_id, message)
         try:
             await self._inbox.receive(item)
@@ -127,6 +131,7 @@ class DiscordInbox:
                 f"**{self._name(conversation)}** (the bot's store did not answer). "
                 "Please send it again.",
             )
+        return True
 
     def is_person(self, message: discord.Message) -> bool:
         return from_a_person(self._client, message, allow_bots=self._allow_bots)

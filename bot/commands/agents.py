@@ -20,6 +20,7 @@ from adapters.discord.account import AccountRuntime
 from bot.spawn import SpawnCommand, plan
 from core.agent.agent import Agent
 from core.agent.assignment import active_agent
+from core.agent.usage import context_size
 from core.errors import ThreadboundError
 from core.logging import get_logger
 
@@ -172,7 +173,8 @@ async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[st
             tokens, cost = usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
             approx = "≈" if usage.estimated else ""  # the bot counted what the server did not
             window = agent.model_info.context_window
-            context = f", context {usage.last_prompt_tokens / window:.0%}" if window else ""
+            now = context_size(agent.tree)
+            context = f", context {now.tokens / window:.0%}" if window else ""
         else:
             tokens, cost, context, approx = record.tokens, record.cost_usd, "", ""
         parts.append(f"{approx}{tokens} tokens" + (f", ${cost:.4f}" if cost else "") + context)

@@ -17,6 +17,7 @@ reaches all of them within a second (:mod:`core.store.changes`).
 from __future__ import annotations
 
 import difflib
+from datetime import UTC
 from typing import Any, Final
 
 import discord
@@ -26,16 +27,25 @@ from adapters.discord.account import AccountRuntime
 from bot.commands.permissions import is_admin
 from core.config import (
     FLAG_NAMES,
+    FlagValue,
     find_flag_path,
     flag_is_bool,
     overridable_paths,
     shortest_flag_key,
 )
 from core.errors import ConfigError
-from core.overrides import EVERY_SERVER
+from core.overrides import EVERY_SERVER, OverrideOrigin
 
 # is_admin lives in bot.commands.permissions; re-exported for the commands that import it here.
-__all__ = ["ADMINS_ONLY", "EXAMPLE", "ConfigGroup", "is_admin", "unknown_key_text"]
+__all__ = [
+    "ADMINS_ONLY",
+    "EXAMPLE",
+    "ConfigGroup",
+    "empty_key_text",
+    "is_admin",
+    "source_text",
+    "unknown_key_text",
+]
 
 ADMINS_ONLY = "Only server administrators can use this command."
 OPERATORS_ONLY = (
@@ -81,6 +91,17 @@ def unknown_key_text(key: str) -> str:
     return (
         f"{_code(key)} is not a flag.{hint} The flags are {names}; start typing in `key` "
         f"to pick one, e.g. {_code(EXAMPLE)}."
+    )
+
+
+def empty_key_text(command: str) -> str:
+    """The reply to a blank ``key``: which flag, with a command that works as typed."""
+    value = " value:on" if command.endswith("set") else ""
+    names = ", ".join(_code(name) for name in FLAG_NAMES)
+    return (
+        f"Which flag? Give `key` a flag's name, e.g. "
+        f"{_code(f'/{command} key:spawnSubagentSessions{value}')}. The flags are {names}; "
+        "start typing in `key` to pick one."
     )
 
 
@@ -214,6 +235,10 @@ class ConfigGroup(
 
     async def _flag_path(self, interaction: discord.Interaction, key: str) -> str | None:
         """The flag path ``key`` names; None (after explaining why) when it names none."""
+        if not key.strip():
+            command = interaction.command.qualified_name if interaction.command else "config get"
+            await _reply(interaction, empty_key_text(command))
+            return None
         config = self.account.services.config
         found = find_flag_path(config, key)
         if found.path is not None:
@@ -238,10 +263,11 @@ class ConfigGroup(
         return EVERY_SERVER
 
     def _shown(self, scope: str | None, path: str) -> str:
-        """The flag's value in ``scope``, where it comes from, and whether it is overridden."""
-        flag = self.account.services.overrides.get(scope, path, account_id=self.account.account_id)
-        note = " (runtime override)" if flag.overridden else ""
-        return f"`{_show(flag.value)}` (source: `{flag.source}`){note}"
+        """The flag's value in ``scope`` and where it comes from, in words."""
+        overrides = self.account.services.overrides
+        flag = overrides.get(scope, path, account_id=self.account.account_id)
+        origin = overrides.origin(scope, flag.source) if flag.overridden else None
+        return f"`{_show(flag.value)}`, {source_text(flag, origin)}"
 
 
 async def _refused(interaction: discord.Interaction) -> bool:
@@ -260,3 +286,28 @@ async def _reply(interaction: discord.Interaction, text: str) -> None:
 
 def _where(scope: str) -> str:
     return "for every server" if scope == EVERY_SERVER else "in this server"
+
+
+def source_text(flag: FlagValue, origin: OverrideOrigin | None) -> str:
+    """Where a flag's value comes from, as a person asks it: a runtime override (by whom,
+    where, when), the config file's table at the level that set it, or the default.
+
+    The key an admin asked about is never its own answer: the level is named, and the
+    file's table is shown as it is written in ``config.toml``.
+    """
+    if flag.overridden:
+        by = ""
+        if origin is not None:
+            who = f"<@{origin.actor}>" if origin.actor.isdigit() else _code(origin.actor)
+            when = origin.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            by = f" by {who} {_where(origin.scope)} on {when}"
+        return f"from a runtime override{by} (`/config set`, stored at `{flag.source}`)"
+    table = flag.source.rsplit(".", 1)[0]
+    if flag.level == "account":
+        account = flag.source.split(".")[3]
+        return f"from the config file's `[{table}]` (account `{account}`'s own level)"
+    if flag.level == "channel":
+        return f"from the config file's `[{table}]` (the channel level, for every account)"
+    if flag.level == "session":
+        return f"from the config file's `[{table}]` (the session level)"
+    return "the built-in default (neither the config file nor an override sets it)"

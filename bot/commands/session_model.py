@@ -22,6 +22,7 @@ from adapters.discord.account import AccountRuntime
 from bot.commands.bound import agent_for
 from core.agent.agent import Agent, AgentBusy
 from core.agent.compaction import Compacted, NotCompacted
+from core.agent.usage import ContextSize, context_size
 from core.errors import ProviderError
 from core.providers.demo import LABEL as DEMO_LABEL
 from core.providers.demo import DemoProvider
@@ -40,12 +41,20 @@ AUTOCOMPLETE_LIMIT: Final = 25
 
 
 def usage_text(
-    usage: UsageTotals, *, model: str | None, context_window: int, external: str | None = None
+    usage: UsageTotals,
+    *,
+    model: str | None,
+    context_window: int,
+    external: str | None = None,
+    context: ContextSize | None = None,
 ) -> str:
-    """Tokens in (cached) and out, cost, and how full the context was at the last call.
+    """Tokens in (cached) and out, cost, and how full the context is.
 
     Counts the bot estimated (the model server reported none) are marked ``≈``.
     ``external``: the external agent the session is, which keeps its own context.
+    ``context``: the session's :func:`~core.agent.usage.context_size` (by default the
+    last call's prompt); after a compaction it is the compaction's own figure, so
+    ``/usage`` and ``/compact`` never disagree.
     """
     cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
     approx = "≈" if usage.estimated else ""
@@ -55,7 +64,8 @@ def usage_text(
         if usage.estimated
         else ""
     )
-    share = usage.last_prompt_tokens / context_window if context_window else 0.0
+    context = context or ContextSize(usage.last_prompt_tokens)
+    share = context.tokens / context_window if context_window else 0.0
     tokens = (
         f"Tokens: {approx}{usage.prompt_tokens:,} in{cached} · "
         f"{approx}{usage.completion_tokens:,} out{estimated}"
@@ -75,7 +85,10 @@ def usage_text(
         "**Usage of this session**" + (f" · model `{model}`" if model else ""),
         tokens,
         f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd else "Cost: unknown (no prices set)",
-        f"Context: {usage.last_prompt_tokens:,} of {context_window:,} tokens ({share:.0%}) "
+        f"Context: ≈{context.tokens:,} of {context_window:,} tokens ({share:.0%}) after the "
+        "compaction (the bot's estimate, as /compact reported it; the next model call counts it)"
+        if context.compacted
+        else f"Context: {context.tokens:,} of {context_window:,} tokens ({share:.0%}) "
         "at the last model call",
     ]
     return "\n".join(lines)
@@ -155,6 +168,7 @@ class SessionModelCommands:
             model=agent.model,
             context_window=agent.model_info.context_window,
             external=agent.settings.acp,
+            context=context_size(agent.tree),
         )
         await interaction.response.send_message(text, ephemeral=True)
 

@@ -11,6 +11,12 @@ the tools' JSON schemas the same way. That is the usual rule of thumb for Englis
 GPT-style tokenizers; it errs a little high on prose, which is the safe side
 for deciding when to compact.
 
+How full the context window is now (:func:`context_size`) is the prompt of the
+latest model call of a turn, unless a compaction on the active path came after
+it: then it is what the compaction left, by the compaction's own estimate (the
+"before → after" figure ``/compact`` and the thread's notice report), until the
+next call counts it.
+
 The cost is the provider's, when it reports one (OpenRouter does); otherwise
 it comes from ``[providers.<name>] input_usd_per_mtok`` and
 ``output_usd_per_mtok``, and is zero while those are unset.
@@ -26,10 +32,13 @@ from typing import Final, Literal
 from core.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from core.providers.types import ChatMessage, ToolSpec, Usage
 from core.sessions.payloads import UsagePayload
+from core.sessions.tree import SessionTree
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "ContextSize",
     "ModelInfo",
+    "context_size",
     "counted",
     "estimate_message",
     "estimate_prompt",
@@ -60,6 +69,30 @@ class ModelInfo:
             output_usd_per_mtok=config.output_usd_per_mtok,
             vision=config.vision,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSize:
+    """How many tokens the model reads at the next call, and how that is known."""
+
+    tokens: int
+    compacted: bool = False
+    """The figure is a compaction's estimate: no model call has counted it since."""
+
+
+def context_size(tree: SessionTree) -> ContextSize:
+    """The context's size now: see the module doc. A compaction off the active path (the
+    session was rewound to before it) does not count: the model reads everything again."""
+    path: set[str] | None = None
+    for event in reversed(tree.events):
+        if event.type == "usage" and event.payload.get("purpose", "turn") == "turn":
+            return ContextSize(int(event.payload["prompt_tokens"]))
+        if event.type == "compaction":
+            if path is None:
+                path = {e.node_id for e in tree.path()}
+            if event.node_id in path:
+                return ContextSize(int(event.payload["tokens_after"]), compacted=True)
+    return ContextSize(0)
 
 
 def estimate_text(text: str) -> int:

@@ -26,7 +26,9 @@ Binding state comes from replaying ``binding.bound`` / ``binding.unbound`` /
 ``binding.expired`` (and a bound ``expires_at``) in timestamp, then line,
 order, over the whole file: ``--since`` limits what is counted, not what is
 known, so a binding made last week is still active today. Malformed lines are
-counted and listed, never fatal. The file field names and the ``timestamp``
+counted and listed, never fatal. Counts are grouped by ``account`` and ``guild``;
+a line without them that names a ``binding_id`` is grouped as that binding was
+bound (a writer that had only the binding at hand). The file field names and the ``timestamp``
 format are those of :mod:`core.logging` and :mod:`core.log_events`.
 """
 
@@ -97,10 +99,6 @@ class _Entry:
     def get(self, key: str) -> str | None:
         value = self.data.get(key)
         return None if value is None else str(value)
-
-    @property
-    def group(self) -> tuple[str, str]:
-        return (self.get("account") or MISSING, self.get("guild") or MISSING)
 
 
 @dataclass
@@ -193,6 +191,19 @@ class _Replay:
     def __init__(self) -> None:
         self._scopes: dict[tuple[str, str, str], dict[str, _Binding]] = defaultdict(dict)
         self._where: dict[str, tuple[str, str, str]] = {}
+        self._groups: dict[str, tuple[str | None, str | None]] = {}
+        """Each binding's (account, guild) as bound, kept after it ends."""
+
+    def group(self, entry: _Entry) -> tuple[str, str]:
+        """The (account, guild) an entry is counted under: its own fields, else those its
+        binding was bound with (a line written where only the binding was at hand)."""
+        account, guild = entry.get("account"), entry.get("guild")
+        if account is None or guild is None:
+            bound_account, bound_guild = self._groups.get(
+                entry.get("binding_id") or "", (None, None)
+            )
+            account, guild = account or bound_account, guild or bound_guild
+        return (account or MISSING, guild or MISSING)
 
     @staticmethod
     def _scope(entry: _Entry) -> tuple[str, str, str]:
@@ -204,6 +215,7 @@ class _Replay:
         if binding_id is None:
             return
         scope = self._scope(entry)
+        self._groups[binding_id] = (entry.get("account"), entry.get("guild"))
         self._scopes[scope][binding_id] = _Binding(
             binding_id,
             entry.get("conversation_id"),
@@ -257,7 +269,8 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
         if not in_window:
             continue
         counted.append(e)
-        group = groups[e.group]
+        where = replay.group(e)
+        group = groups[where]
         if e.event == LogEvent.ROUTING_RESOLVED:
             group.by_mode[e.get("mode") or MISSING] += 1
             group.by_reason[e.get("reason") or MISSING] += 1
@@ -266,11 +279,11 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
         elif e.event == LogEvent.DELIVERY_FALLBACK:
             group.fallbacks[e.get("reason") or MISSING] += 1
             if (found := replay.hiding(e)) is not None:
-                hidden.append(_hidden(e, *found))
+                hidden.append(_hidden(e, where, *found))
         elif e.event == LogEvent.DELIVERY_FAILED:
             group.failures[e.get("path") or MISSING] += 1
             if e.get("path") == "webhook":
-                failures.append(_webhook_failure(e))
+                failures.append(_webhook_failure(e, where))
         elif e.event == LogEvent.BINDING_BOUND:
             group.bound += 1
         elif e.event == LogEvent.BINDING_UNBOUND:
@@ -305,9 +318,12 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
 
 
 def _hidden(
-    e: _Entry, binding: _Binding, matched: Literal["conversation", "parent"]
+    e: _Entry,
+    where: tuple[str, str],
+    binding: _Binding,
+    matched: Literal["conversation", "parent"],
 ) -> HiddenFallback:
-    account, guild = e.group
+    account, guild = where
     return HiddenFallback(
         completion_id=e.get("completion_id"),
         line=e.line,
@@ -324,8 +340,8 @@ def _hidden(
     )
 
 
-def _webhook_failure(e: _Entry) -> WebhookFailure:
-    account, guild = e.group
+def _webhook_failure(e: _Entry, where: tuple[str, str]) -> WebhookFailure:
+    account, guild = where
     retryable = e.data.get("retryable")
     return WebhookFailure(
         completion_id=e.get("completion_id"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,11 +36,13 @@ __all__ = [
     "FLAG_SPAWN_SUBAGENT_SESSIONS",
     "RUNTIME_SOURCE",
     "FlagKeyMatch",
+    "FlagLevel",
     "FlagSource",
     "FlagValue",
     "ThreadBindingSettings",
     "find_flag_path",
     "flag_is_bool",
+    "flag_level",
     "overridable_paths",
     "resolve_flag",
     "resolve_thread_bindings",
@@ -117,6 +119,26 @@ class FlagValue(BaseModel):
     """The dotted TOML path of the level that decided, or ``"default"``."""
     overridden: bool = False
     """True when the value is a runtime override stored at ``source``, not the file's."""
+
+    @property
+    def level(self) -> FlagLevel:
+        """Which level ``source`` is: an account's table, a channel's, ``[session]``, or
+        the built-in default. ``overridden`` says whether a runtime override set it there."""
+        return flag_level(self.source)
+
+
+FlagLevel = Literal["account", "channel", "session", "default"]
+"""The levels a flag is read from, most specific first (runtime overrides sit on them)."""
+
+
+def flag_level(source: str) -> FlagLevel:
+    """The level of a flag's ``source`` path (``FlagValue.source``)."""
+    parts = source.split(".")
+    if parts[0] == "channels":
+        return "account" if parts[2:3] == ["accounts"] else "channel"
+    if parts[0] == "session":
+        return "session"
+    return "default"
 
 
 class ThreadBindingSettings(BaseModel):

@@ -7,8 +7,10 @@ the timeout, which cancels the turn), then completes it:
 2. in one transaction, its ``subagents`` row moved to the outcome's state
    with its usage, and the completion recorded in the outbox and claimed
    for posting (:mod:`core.subagents.delivery`);
-3. the parent told: a ``subagent.child_finished`` event, and a steer from
-   the system with the result while the parent still runs;
+3. the parent told: a ``subagent.child_finished`` event, a line for the
+   people in the parent's thread when the child has a thread of its own (its
+   announcement goes there, not to the parent's), and a steer from the
+   system with the result while the parent still runs;
 4. the announcement delivered once, then a run-mode thread let go with a
    farewell (its end and the announcement's delivered mark one commit),
    then the finished observers told.
@@ -28,6 +30,7 @@ from sqlalchemy import Connection
 from core import log_events
 from core.agent.agent import Agent
 from core.agent.endings import TIMED_OUT
+from core.agent.events import AgentNotice
 from core.agent.messages import SYSTEM_AUTHOR_PREFIX
 from core.bindings.service import SessionBindingService
 from core.clock import Clock
@@ -232,6 +235,9 @@ class TaskCompletion:
                     result=result,
                 )
             )
+            notice = self._child_notice(record, outcome)
+            if notice is not None:  # the parent's thread, if it has one, shows it
+                parent.emit(AgentNotice(parent_key, notice))
             if parent.running:
                 await parent.steer(
                     parent_message(self._name_of(record), outcome, result),
@@ -244,6 +250,17 @@ class TaskCompletion:
                 parent_session_key=parent_key,
                 exc_info=True,
             )
+
+    def _child_notice(self, record: SubagentRecord, outcome: Outcome) -> str | None:
+        """The parent thread's line about a child that has a thread of its own, naming it;
+        None for a child without one (its announcement itself falls back to the parent's
+        conversation, where it was asked)."""
+        binding = self._bindings.get(record.binding_id) if record.binding_id else None
+        if binding is None:
+            return None
+        thread = binding.metadata.get("thread_name")
+        where = f" (its thread: “{thread}”)" if thread else " (in its own thread)"
+        return f"📨 **{self._name_of(record)}** finished: {outcome.replace('_', ' ')}{where}"
 
     async def wait_settled(self) -> None:
         """Wait until every watcher and delivery in flight is done (tests, shutdown)."""

@@ -203,6 +203,7 @@ class CompletionDelivery:
                 await self._post(row, subagent, then)
             except DeliveryError as exc:
                 give_up = isinstance(exc, Undeliverable) or row.attempts >= self._max_attempts
+                requester = subagent.requester
                 log_events.emit(
                     log_events.DeliveryFailed(
                         completion_id=completion_id,
@@ -212,6 +213,8 @@ class CompletionDelivery:
                         error=exc,
                         code=exc.code,
                         retryable=not give_up,
+                        account=requester.account_id if requester else None,
+                        guild=subagent.scope,
                     ),
                     _log,
                 )
@@ -236,7 +239,9 @@ class CompletionDelivery:
         self, row: PendingCompletion, subagent: SubagentRecord, then: Commit | None
     ) -> None:
         resolution = self._router.resolve_destination(
-            target_session_key=subagent.session_key, requester=subagent.requester
+            target_session_key=subagent.session_key,
+            requester=subagent.requester,
+            scope=subagent.scope,
         )
         if resolution.binding is not None:
             try:
@@ -244,7 +249,9 @@ class CompletionDelivery:
                 return
             except DeliveryError:
                 resolution = self._router.resolve_destination(
-                    target_session_key=subagent.session_key, requester=subagent.requester
+                    target_session_key=subagent.session_key,
+                    requester=subagent.requester,
+                    scope=subagent.scope,
                 )
                 if resolution.binding is not None:
                     raise  # the thread is there: retry it, never reroute silently

@@ -93,3 +93,26 @@ async def test_an_account_the_config_does_not_name_reads_the_channel_level(
     assert overrides.spawns_threads("g1", "not-configured") is False
     await overrides.set("g1", FLAG_SPAWN_SUBAGENT_SESSIONS, "on", actor="admin:1")
     assert overrides.spawns_threads("g1", "not-configured") is True
+
+
+async def test_who_set_an_override_is_kept_and_survives_a_restart(
+    open_store: StoreFactory,
+) -> None:
+    """origin() names the actor and scope of the override that applies, after a reload too."""
+    overrides = await overrides_on(open_store)
+    assert overrides.origin("g1", FLAG_SPAWN_SUBAGENT_SESSIONS) is None
+    await overrides.set("*", FLAG_SPAWN_SUBAGENT_SESSIONS, "off", actor="op:9")
+    everywhere = overrides.origin("g1", FLAG_SPAWN_SUBAGENT_SESSIONS)
+    assert everywhere is not None
+    assert (everywhere.scope, everywhere.actor) == ("*", "op:9")
+    await overrides.set("g1", FLAG_SPAWN_SUBAGENT_SESSIONS, "on", actor="admin:1")
+
+    restarted = await overrides_on(open_store)
+    own = restarted.origin("g1", FLAG_SPAWN_SUBAGENT_SESSIONS)
+    assert own is not None
+    assert (own.scope, own.actor) == ("g1", "admin:1")
+    assert own.at.tzinfo is not None
+    await restarted.reset("g1", FLAG_SPAWN_SUBAGENT_SESSIONS, actor="admin:1")
+    back = restarted.origin("g1", FLAG_SPAWN_SUBAGENT_SESSIONS)
+    assert back is not None
+    assert back.scope == "*"

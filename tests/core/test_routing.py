@@ -209,3 +209,15 @@ class TestLogging:
             "no-active-binding",
             None,
         )
+
+    def test_a_fallback_names_the_guild_it_was_asked_in(self) -> None:
+        """With no binding to take it from, the caller's scope is the line's guild."""
+        r, _ = router()
+        with capture_logs() as logs:
+            r.resolve_destination(target_session_key="s", requester=conv(PARENT), scope="g-7")
+        (event,) = [e for e in logs if e["event"] == "routing.resolved"]
+        assert (event["mode"], event["account"], event["guild"]) == (
+            "fallback",
+            conv(PARENT).account_id,
+            "g-7",
+        )

@@ -19,6 +19,10 @@ from tests.e2e.helpers import TIMEOUT, bound_thread, content, ephemeral, run, se
 from tests.fakediscord.conftest import World
 
 SPAWN_PATH = FLAG_SPAWN_SUBAGENT_SESSIONS
+FROM_THE_CHANNEL = (
+    "from the config file's `[channels.discord.threadBindings]` (the channel level, "
+    "for every account)"
+)
 HOUR_MS = 3_600_000
 
 
@@ -85,11 +89,12 @@ class TestConfig:
         bot = await start_bot(spawn_threads=False)
         admin = bot.world.admin
         before = await run(bot, admin, "config get", key=SPAWN_PATH)
-        assert content(before) == f"`{SPAWN_PATH}` = `off` (source: `{SPAWN_PATH}`)"
+        assert content(before) == f"`{SPAWN_PATH}` = `off`, {FROM_THE_CHANNEL}"
         await run(bot, admin, "config set", key=SPAWN_PATH, value="on")
         after = await run(bot, admin, "config get", key=SPAWN_PATH)
-        assert "`on`" in content(after)
-        assert "(runtime override)" in content(after)
+        assert content(after).startswith(
+            f"`{SPAWN_PATH}` = `on`, from a runtime override by <@{admin.id}> in this server on "
+        )
 
         with capture_logs() as logs:
             reset = await run(bot, admin, "config reset", key=SPAWN_PATH)
@@ -132,6 +137,39 @@ class TestConfig:
         assert "removed" in content(reset)
         assert bot.services.overrides.own(EVERY_SERVER) == {}
 
+    async def test_get_names_the_level_and_who_overrode_it(
+        self, start_bot: StartBot, world: World
+    ) -> None:
+        """The default, an account's table and an every-server override each say so."""
+        bot = await start_bot(
+            discord_settings={"operator_ids": [world.admin.id]},
+        )
+        admin = bot.world.admin
+        idle = await run(bot, admin, "config get", key="session.threadBindings.maxAgeHours")
+        assert content(idle) == (
+            "`session.threadBindings.maxAgeHours` = `0.0`, the built-in default "
+            "(neither the config file nor an override sets it)"
+        )
+        await run(bot, admin, "config set", key=SPAWN_PATH, value="off", everywhere=True)
+        reply = await run(bot, admin, "config get", key=SPAWN_PATH)
+        assert f"from a runtime override by <@{admin.id}> for every server on " in content(reply)
+        assert f"stored at `{SPAWN_PATH}`" in content(reply)
+
+    async def test_an_empty_key_asks_for_a_flag(self, start_bot: StartBot) -> None:
+        """A blank key is a question back with a working example, never "`` is not a flag"."""
+        bot = await start_bot()
+        for command, extra, blank in (
+            ("config set", {"value": "on"}, ""),
+            ("config get", {}, " "),
+        ):
+            reply = await run(bot, bot.world.admin, command, key=blank, **extra)
+            assert ephemeral(reply)
+            text = content(reply)
+            assert text.startswith("Which flag? Give `key` a flag's name, e.g. ")
+            assert f"`/{command} key:spawnSubagentSessions" in text
+            assert "``" not in text
+        assert bot.services.overrides.for_scope(str(bot.world.guild.id)) == {}
+
     async def test_bad_key_or_value_is_explained(self, start_bot: StartBot) -> None:
         """An unknown path or a value of the wrong type comes back as the ConfigError's message."""
         bot = await start_bot()
@@ -148,7 +186,7 @@ class TestConfig:
         bot = await start_bot(spawn_threads=False)
         admin = bot.world.admin
         reply = await run(bot, admin, "config get", key="spawnSubagentSessions")
-        assert content(reply) == f"`{SPAWN_PATH}` = `off` (source: `{SPAWN_PATH}`)"
+        assert content(reply) == f"`{SPAWN_PATH}` = `off`, {FROM_THE_CHANNEL}"
         example = dict(word.split(":", 1) for word in EXAMPLE.split()[2:])
         reply = await run(bot, admin, "config set", **example)
         assert content(reply) == f"`{SPAWN_PATH}` set to `on` (was `off`) in this server."

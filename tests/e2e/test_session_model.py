@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from bot.commands.permissions import NOT_OWNER
@@ -147,6 +148,34 @@ async def test_compact_on_demand_posts_a_notice_and_is_owner_only(start_bot: Sta
     read = [m for m in bot.provider.calls[-1] if m.role != "system"]
     assert "Summary: the user keeps notes." in (read[0].content or "")
     assert "keep notes" not in "".join(m.content or "" for m in read[1:])  # the task: summarised
+
+
+async def test_usage_shows_the_size_compact_reported_at_once(start_bot: StartBot) -> None:
+    """/usage right after /compact shows the compaction's "after", not the last call's prompt;
+    the next model call's own count replaces it."""
+    bot = await start_bot(
+        replies_and_summaries, providers=PROVIDERS, agent_settings={"keep_recent_tokens": 1}
+    )
+    key, thread = await session(bot)
+    for text in ("first note", "second note"):
+        await say(bot, thread, key, f"{text}: " + "remember this detail, " * 20)
+    before = content(await run(bot, bot.world.alice, "usage", thread))
+
+    done = content(await run(bot, bot.world.alice, "compact", thread))
+    found = re.fullmatch(r"Compacted: ([\d,]+) → ([\d,]+) tokens\.", done)
+    assert found is not None, done
+    after = found.group(2)
+    usage = content(await run(bot, bot.world.alice, "usage", thread))
+    assert f"Context: ≈{after} of 8,192 tokens" in usage
+    assert "after the compaction" in usage
+    assert usage != before
+
+    await say(bot, thread, key, "third note")
+    agent = await bot.services.runtime.get(key)
+    counted = agent.tree.total_usage.last_prompt_tokens
+    usage = content(await run(bot, bot.world.alice, "usage", thread))
+    assert f"Context: {counted:,} of 8,192 tokens" in usage
+    assert "at the last model call" in usage
 
 
 async def test_compact_never_makes_the_context_bigger(start_bot: StartBot) -> None:

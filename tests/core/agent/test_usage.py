@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.agent import Agent, AgentSettings, ToolRegistry
-from core.agent.usage import ModelInfo, counted, estimate_prompt, estimate_text, priced
+from core.agent.compaction import SUMMARY_SYSTEM, Compacted, CompactionSettings
+from core.agent.usage import (
+    ContextSize,
+    ModelInfo,
+    context_size,
+    counted,
+    estimate_prompt,
+    estimate_text,
+    priced,
+)
 from core.config import ProviderConfig
 from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ChatMessage, ToolCall, ToolSpec, Usage
@@ -79,5 +88,44 @@ async def test_a_server_that_counts_only_the_prompt_gets_the_answer_estimated(
         (usage,) = [e.payload for e in agent.tree.events if e.type == "usage"]
         assert (usage["prompt_tokens"], usage["completion_tokens"]) == (321, 10)
         assert usage["estimated"] is True
+    finally:
+        await database.close()
+
+
+async def test_the_context_after_a_compaction_is_the_compactions_figure(tmp_path: Path) -> None:
+    """Right after /compact the context is the compaction's "after"; the next call's own
+    count then replaces it; rewound to before the compaction, the last call's count again."""
+
+    def model(messages: list[ChatMessage]) -> Step:
+        if messages[0].content == SUMMARY_SYSTEM:
+            return Step(text="short summary")
+        return Step(text="noted", usage=Usage(prompt_tokens=700 + len(messages)))
+
+    database = await sqlite_database(tmp_path)
+    try:
+        log = SessionLog(database)
+        settings = AgentSettings(compaction=CompactionSettings(keep_recent_tokens=1))
+        agent = Agent(
+            await log.load("agent:c"), log, ScriptedProvider(model), ToolRegistry([]), settings
+        )
+        for number in range(3):
+            await agent.send(f"note {number}: " + "a detail worth keeping, " * 10)
+            await agent.wait_idle()
+        last_call = agent.tree.total_usage.last_prompt_tokens
+        assert context_size(agent.tree) == ContextSize(last_call)
+        first_reply = next(e for e in agent.tree.events if e.type == "assistant_message")
+
+        done = await agent.compact()
+
+        assert isinstance(done, Compacted)
+        assert context_size(agent.tree) == ContextSize(done.tokens_after, compacted=True)
+        await agent.send("one more")
+        await agent.wait_idle()
+        assert context_size(agent.tree) == ContextSize(agent.tree.total_usage.last_prompt_tokens)
+        again = await agent.compact()
+        assert isinstance(again, Compacted)
+        assert context_size(agent.tree).compacted
+        await log.continue_from(agent.tree, first_reply.node_id)  # before the compaction
+        assert context_size(agent.tree) == ContextSize(agent.tree.total_usage.last_prompt_tokens)
     finally:
         await database.close()

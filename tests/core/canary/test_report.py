@@ -245,6 +245,22 @@ class TestBuildReport:
         ]
         assert report.groups[1].expiries_by_reason == {"idle-expired": 1}
 
+    def test_a_line_with_only_its_binding_is_grouped_as_the_binding(self) -> None:
+        """A delivery.failed that names its binding but no account or guild is counted
+        under the account and guild the binding was bound with, even after it ended."""
+        fail = {"destination": "thread-1", "binding_id": "b-1", "error": "HTTP 400"}
+        lines = [
+            bound(0, guild="g1"),
+            ended(1),
+            line("delivery.failed", 2, completion_id=None, path="bot", retryable=False, **fail),
+            line("delivery.failed", 3, path="bot", retryable=False, account="B", guild="g2"),
+        ]
+        report = build_report(lines, since_ts=None)
+        assert [(g.account, g.guild, g.failures_by_path) for g in report.groups] == [
+            ("A", "g1", {"bot": 1}),
+            ("B", "g2", {"bot": 1}),
+        ]
+
     def test_a_group_with_nothing_counted_is_left_out(self) -> None:
         """Events the report does not count (a config change) make no empty group."""
         lines = [

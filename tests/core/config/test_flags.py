@@ -341,3 +341,18 @@ class TestFlagKeys:
             "other.threadBindings.enabled"
         )
         assert all(find_flag_path(config, key).path == path for path, key in shortest.items())
+
+
+class TestFlagLevel:
+    @pytest.mark.parametrize(
+        ("source", "level"),
+        [
+            ("default", "default"),
+            ("session.threadBindings.idleHours", "session"),
+            ("channels.discord.threadBindings.enabled", "channel"),
+            ("channels.discord.accounts.main.threadBindings.idleHours", "account"),
+        ],
+    )
+    def test_each_source_names_its_level(self, source: str, level: str) -> None:
+        """A resolved flag says which level decided, whatever the flag is called."""
+        assert FlagValue(value=True, source=source).level == level
