@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -155,6 +156,8 @@ class _Call:
     call: ToolCall
     kind: str | None
     output: str = ""
+    raw_output: Any = None
+    """The agent's ``rawOutput``, latest: read when ``content`` said nothing (Codex)."""
     done: bool = False
 
 
@@ -434,12 +437,20 @@ class _Turn:
                 state.output = item.content.text
             elif isinstance(item, FileEditToolCallContent):
                 state.output = self._diff(item)
+        if update.raw_output is not None:
+            state.raw_output = update.raw_output
         if update.status in ("completed", "failed") and not state.done:
             self._finish(state, update.status, is_error=update.status == "failed")
 
     def _finish(self, state: _Call, status: str, *, is_error: bool) -> None:
         state.done = True
         host = self.host
+        if state.raw_output is not None:
+            text, failed = _raw_result(state.raw_output)
+            if not state.output.strip():
+                state.output = text
+            if failed:
+                status, is_error = "failed", True
         content = state.output or ("failed" if is_error else "done")
         host.emit(ToolFinished(host.session_key, self.turn_id, state.call, content, is_error))
         acp_id = next(k for k, v in self.prompt.calls.items() if v is state)
@@ -506,6 +517,36 @@ class _Turn:
 
 _background: set[asyncio.Future[Any]] = set()
 """Cancellations on their way to an agent (a task nobody holds may be collected)."""
+
+
+RAW_JSON_LIMIT: Final = 500
+"""Characters of a ``rawOutput`` of no known shape shown as JSON."""
+_RAW_TEXT_FIELDS: Final = ("formatted_output", "aggregated_output", "stdout")
+
+
+def _raw_result(raw: Any) -> tuple[str, bool]:
+    """What a tool call's ``rawOutput`` says it returned, and whether it failed.
+
+    Codex's adapter reports a command only there, as the command's end event
+    (``stdout``, ``aggregated_output``, ``formatted_output``, ``exit_code``): the
+    longest of those three texts is the most complete (the formatted one may be
+    cut for the model; stdout lacks stderr), and a non-zero exit code fails the
+    call. Any other shape is shown as short JSON, never as nothing.
+    """
+    if isinstance(raw, str):
+        return raw, False
+    if isinstance(raw, dict) and any(k in raw for k in (*_RAW_TEXT_FIELDS, "exit_code")):
+        texts = [raw[k] for k in _RAW_TEXT_FIELDS if isinstance(raw.get(k), str)]
+        text = max((t for t in texts if t.strip()), key=len, default="")
+        code = raw.get("exit_code")
+        failed = isinstance(code, int) and not isinstance(code, bool) and code != 0
+        if failed and not text:
+            text = f"exit code {code}"
+        return text, failed
+    rendered = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(rendered) > RAW_JSON_LIMIT:
+        rendered = rendered[: RAW_JSON_LIMIT - 1] + "…"
+    return rendered, False
 
 
 def _title(call: ToolCall) -> str:

@@ -109,6 +109,27 @@ class TestAThreadBoundToAnExternalAgent:
         assert "secret" not in text  # no thought is ever posted
         assert_pings_nobody(bot.fake)
 
+    async def test_a_command_reported_only_in_raw_output_shows_and_keeps_its_output(
+        self, start_bot: StartBot
+    ) -> None:
+        """As Codex's adapter reports a command: its output only in ``rawOutput``."""
+        bot = await acp_bot(start_bot)
+        key, thread = await coder_thread(bot, "run it as codex does")
+        await settle(bot, key)
+        await bot.fake.user_says(thread, bot.world.alice, "now codex with a fail")
+        await said_in(bot, thread, "echo: now codex with a fail")
+        await settle(bot, key)
+
+        text = spoken(bot, thread)
+        assert "-# 🔧 `List files` · ✅ ok → notes.txt plan.md" in text
+        assert "-# 🔧 `Run ls nope` · ⚠️ error → ls: cannot access 'nope'" in text
+        agent = await bot.services.runtime.get(key)
+        recorded = [e.payload for e in agent.tree.events if e.type == "acp.tool_call"]
+        assert [(r["title"], r["status"], r["output"]) for r in recorded] == [
+            ("List files", "completed", "notes.txt\nplan.md\n"),
+            ("Run ls nope", "failed", "ls: cannot access 'nope': No such file or directory\n"),
+        ]
+
     async def test_a_run_is_announced_once_and_the_thread_let_go(self, start_bot: StartBot) -> None:
         bot = await acp_bot(start_bot)
         key, thread = await coder_thread(bot, "say hello", mode="run")

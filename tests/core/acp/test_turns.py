@@ -183,6 +183,43 @@ async def test_a_tool_call_is_a_tool_line_with_its_output(rig: Rig) -> None:
     assert (recorded[0]["status"], recorded[0]["kind"]) == ("completed", "execute")
 
 
+async def test_a_command_reported_only_in_raw_output_shows_and_records_its_output(
+    rig: Rig,
+) -> None:
+    """Codex's adapter: no ``content``, the command's end event as ``rawOutput``."""
+    await rig.start()
+
+    await rig.turn("run it as codex does")
+
+    (finished,) = rig.of(ToolFinished)
+    assert (finished.content, finished.is_error) == ("notes.txt\nplan.md\n", False)
+    (recorded,) = rig.logged("acp.tool_call")
+    assert (recorded["status"], recorded["output"]) == ("completed", "notes.txt\nplan.md\n")
+
+
+async def test_a_non_zero_exit_code_in_raw_output_fails_the_call(rig: Rig) -> None:
+    await rig.start()
+
+    await rig.turn("codex, make it fail")
+
+    (finished,) = rig.of(ToolFinished)
+    assert finished.is_error is True
+    assert finished.content == "ls: cannot access 'nope': No such file or directory\n"
+    (recorded,) = rig.logged("acp.tool_call")
+    assert recorded["status"] == "failed"
+    assert recorded["output"].startswith("ls: cannot access 'nope'")
+
+
+async def test_a_raw_output_of_another_shape_is_shown_as_json(rig: Rig) -> None:
+    await rig.start()
+
+    await rig.turn("search for it")
+
+    (finished,) = rig.of(ToolFinished)
+    assert finished.content == '{"query":"threadbound","hits":2}'
+    assert rig.logged("acp.tool_call")[0]["output"] == '{"query":"threadbound","hits":2}'
+
+
 async def test_ids_an_agent_uses_again_are_new_calls_in_each_turn(rig: Rig) -> None:
     """The scripted agent names every ``tool`` call ``ls1``: each turn's is its own."""
     await rig.start()
