@@ -39,7 +39,7 @@ from core.config import Config, parse_config
 from core.providers.scripted import ScriptedProvider
 from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.acp import acp_env, acp_tables
+from tests.fixtures.acp import acp_env, acp_tables, prompts_received
 
 KEY = "subagent:acp-test"
 WAIT = 20  # seconds: an agent process starts in well under a second; this only bounds a hang
@@ -315,12 +315,33 @@ async def test_a_steer_cancels_the_prompt_and_is_sent_as_the_next_one(rig: Rig) 
 
     assert ended.reason == "completed"
     assert rig.count(SteeringInjected) == 1
-    said = rig.said()
-    assert said.startswith("working… ")
-    assert '<steering source="user">change of plan</steering>' in said  # labelled as such
+    assert rig.said() == "working… echo: change of plan"  # the person's words, untagged
+    label, words = prompts_received(rig.workspace)[-1]
+    assert (label["audience"], label["meta"]) == (
+        ["assistant"],
+        {"threadbound": {"note": "steering"}},
+    )
+    assert "steering message" in label["text"]
+    assert (words["text"], words["audience"], words["meta"]) == ("change of plan", None, None)
     steer = [e for e in agent.tree.path() if e.type == "user_message"][-1]
     assert steer.delivery_mode == "steer"
     assert rig.count(TurnCancelled) == 0
+
+
+async def test_where_several_people_write_who_wrote_is_a_note_beside_the_words(
+    rig: Rig,
+) -> None:
+    agent = await rig.start()
+    await rig.turn("hello")
+    before = rig.count(TurnEnded)
+    await agent.send("and from me", author_id="43", author_name="Bob")
+    await rig.until(TurnEnded, lambda _: rig.count(TurnEnded) > before)
+
+    assert rig.said().endswith("echo: and from me")
+    note, words = prompts_received(rig.workspace)[-1]
+    assert note["text"] == "(threadbound, the chat bridge: the next block is Bob's message.)"
+    assert (note["audience"], note["meta"]) == (["assistant"], {"threadbound": {"note": "author"}})
+    assert (words["text"], words["audience"]) == ("and from me", None)
 
 
 async def test_a_crash_fails_the_turn_once_and_the_next_message_starts_again(
@@ -380,9 +401,15 @@ async def test_an_agent_that_cannot_load_starts_fresh_with_the_conversation(
     notices = rig.of(AgentNotice)
     assert len(notices) == 1
     assert "cannot load earlier sessions" in notices[0].text
-    said = rig.said()
-    assert "The conversation so far in this thread" in said
-    assert "Alice: remember the word blue" in said
+    assert rig.said() == "echo: which word?"  # the context is never taken for the request
+    context, words = prompts_received(rig.workspace)[-1]
+    assert context["text"].startswith("The conversation so far in this thread")
+    assert "Alice: remember the word blue" in context["text"]
+    assert (context["audience"], context["meta"]) == (
+        ["assistant"],
+        {"threadbound": {"note": "context"}},
+    )
+    assert (words["text"], words["audience"]) == ("which word?", None)
     assert len(rig.logged("acp.session")) == 2
 
 
