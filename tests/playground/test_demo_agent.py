@@ -5,7 +5,7 @@ agent's own options, and the note it writes in its own workspace once allowed.
 What it answers and writes down is the person's words only: a steer, and the earlier
 conversation given to it after a restart (it cannot load sessions), reach it beside
 those words, never as part of them. Those two are driven through the bot's ACP turns
-directly (:class:`tests.core.acp.test_turns.Rig`, the demo agent as its program).
+directly (:class:`tests.fixtures.acp.Rig`, the demo agent as its program).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from core.acp.process import workspace_name
 from core.agent.events import ApprovalRequested, TextDelta, TurnEnded
 from core.clock import FakeClock
 from fakediscord import Message
-from tests.core.acp.test_turns import Rig
+from tests.fixtures.acp import Rig
 from tests.fixtures.agents import sqlite_database
 from tests.playground.conftest import StartPlayground, until
 from tests.playground.test_api import bound_thread, opened

@@ -8,20 +8,14 @@ stop run on a fake clock; everything else waits on events, never on time.
 
 from __future__ import annotations
 
-import asyncio
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-from core.acp import AcpConnections
 from core.acp.process import workspace_name
-from core.agent import Agent, AgentSettings, ToolRegistry
 from core.agent.events import (
     AgentErrorEvent,
-    AgentEvent,
     AgentNotice,
     ApprovalRequested,
     ApprovalResolved,
@@ -35,106 +29,14 @@ from core.agent.events import (
     TurnEnded,
 )
 from core.clock import FakeClock
-from core.config import Config, parse_config
-from core.providers.scripted import ScriptedProvider
-from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.acp import acp_env, acp_tables, prompts_received
-
-KEY = "subagent:acp-test"
-WAIT = 20  # seconds: an agent process starts in well under a second; this only bounds a hang
-E = TypeVar("E")
+from tests.fixtures.acp import KEY, Rig, prompts_received
 
 
 @pytest.fixture
 def database(db: Database) -> Database:
     """SQLite only: what is tested here is the protocol, not the store."""
     return db
-
-
-class Rig:
-    """One session's agent over the scripted external agent, and what it emitted."""
-
-    def __init__(self, tmp_path: Path, database: Database, clock: FakeClock, **tables: Any) -> None:
-        self.tmp_path = tmp_path
-        self.database = database
-        self.clock = clock
-        self.no_load = bool(tables.get("no_load"))
-        self.config: Config = parse_config(
-            acp_tables(**tables), config_path=tmp_path / "config.toml"
-        )
-        self.log = SessionLog(database, clock=clock)
-        self.events: list[AgentEvent] = []
-        self._new = asyncio.Event()
-        self.connections: AcpConnections | None = None
-        self.agent: Agent | None = None
-
-    async def start(self, *, approval_timeout_s: float = 600) -> Agent:
-        """Build the agent from the log (as a restarted bot would)."""
-        self.connections = AcpConnections(
-            self.config, env=acp_env(os.environ, no_load=self.no_load), clock=self.clock
-        )
-        tree = await self.log.load(KEY)
-        profile = self.config.agents["coder"]
-        self.agent = Agent(
-            tree,
-            self.log,
-            ScriptedProvider([]),
-            ToolRegistry(),
-            AgentSettings(approval_timeout_s=approval_timeout_s, acp="scripted"),
-            clock=self.clock,
-            turns=self.connections.turns_for(profile, KEY),
-        )
-        self.agent.subscribe(self._on_event)
-        return self.agent
-
-    async def stop(self) -> None:
-        """The bot stops: the turn (if any) is cut off, the agent's process stopped."""
-        if self.agent is not None:
-            await self.agent.cancel(keep_queues=True)
-        if self.connections is not None:
-            await self.connections.close()
-
-    def _on_event(self, event: AgentEvent) -> None:
-        self.events.append(event)
-        self._new.set()
-
-    async def until(self, kind: type[E], where: Callable[[E], bool] = lambda _: True) -> E:
-        """The first event of ``kind`` (emitted so far or next) that ``where`` accepts."""
-        async with asyncio.timeout(WAIT):
-            while True:
-                for event in self.events:
-                    if isinstance(event, kind) and where(event):
-                        return event
-                self._new.clear()
-                await self._new.wait()
-
-    async def turn(self, text: str) -> TurnEnded:
-        """Send ``text`` and wait for the turn it starts to end."""
-        assert self.agent is not None
-        before = len([e for e in self.events if isinstance(e, TurnEnded)])
-        await self.agent.send(text, author_id="42", author_name="Alice")
-        await self.until(TurnEnded, lambda _: self.count(TurnEnded) > before)
-        async with asyncio.timeout(WAIT):
-            await self.agent.wait_idle()
-        return self.of(TurnEnded)[-1]
-
-    def of(self, kind: type[E]) -> list[E]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def count(self, kind: type[Any]) -> int:
-        return len(self.of(kind))
-
-    def said(self) -> str:
-        return "".join(e.text for e in self.of(TextDelta))
-
-    def logged(self, kind: str) -> list[dict[str, Any]]:
-        assert self.agent is not None
-        return [dict(e.payload) for e in self.agent.tree.events if e.type == kind]
-
-    @property
-    def workspace(self) -> Path:
-        return self.config.acp_workspace_root("scripted") / workspace_name(KEY)
 
 
 @pytest.fixture
