@@ -225,7 +225,9 @@ class TestAgentsAKilledProcessLeft:
             kill_groups(left)
 
     @pytest.mark.postgres
-    async def test_only_a_dead_processs_are_stopped(self, schema: str, world: ShardWorld) -> None:
+    async def test_a_live_neighbours_agent_is_never_stopped(
+        self, schema: str, world: ShardWorld
+    ) -> None:
         """Two shards on PostgreSQL, an agent running in each guild's thread; guild 0's
         process is killed. Its agent is stopped (by its neighbour or its restart, the
         first to prove it dead), guild 1's is never touched: its process lives."""

@@ -12,12 +12,17 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Collection
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from core.acp.connection import AcpConnection
 from core.acp.groups import AgentGroups, leader_of, this_machine
+from core.acp.process import launch_plan
+from core.config import AcpAgentConfig
+from core.errors import ProviderError
 from core.store import Database
 from core.store.tables import AcpProcessRow, table_of
 from tests.fixtures.acp import STUBBORN, Watched, group_members
@@ -190,3 +195,45 @@ class TestAgentGroups:
         await mine.forget(agent.pid)
 
         assert await rows(db) == []
+
+
+async def test_an_agent_that_cannot_be_recorded_is_not_kept_running(
+    db: Database, tmp_path: Path
+) -> None:
+    """The store refuses the record: the agent just started is stopped, and the turn is
+    told why, rather than a process running that a crash of the bot would orphan."""
+    groups = AgentGroups(db, owner="me", liveness=Proven())
+    config = AcpAgentConfig(command=["python", str(STUBBORN)])
+    connection = AcpConnection(
+        "stubborn",
+        lambda: launch_plan("stubborn", config, tmp_path, "s1", os.environ),
+        start_timeout_seconds=WAIT,
+        groups=groups,
+        session_key="s1",
+    )
+    await db.close()
+
+    with pytest.raises(ProviderError, match="could not be recorded in the store") as raised:
+        await connection.open(None)
+
+    assert "so it was stopped again" in str(raised.value)
+    left = agents_in(tmp_path / "s1")
+    for pid in left:  # the test's own clean-up, should it fail
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    assert left == []
+
+
+def agents_in(workspace: Path) -> list[int]:
+    """The stubborn agents running in ``workspace`` (their working directory)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            here = Path(os.readlink(entry / "cwd")) == workspace
+            if here and b"stubborn.py" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # it ended meanwhile, or is not ours to read
+    return found
