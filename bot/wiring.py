@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from core.acp import AcpConnections, missing_command
+from core.acp import AcpConnections, AgentGroups, missing_command
 from core.agent import ToolRegistry
 from core.agent.builtin_tools import http_get_tool, sleep_tool
 from core.agent.factory import ProfileAgentFactory
@@ -141,7 +141,10 @@ async def build_services(
         )
         await bindings.start()
         sessions = SessionLog(database, clock=clock)
-        acp = AcpConnections(config, env=env, clock=clock, load_image=attachments.load)
+        groups = AgentGroups(database, owner=leases.owner, liveness=liveness, clock=clock)
+        acp = AcpConnections(
+            config, env=env, clock=clock, load_image=attachments.load, groups=groups
+        )
         events.subscribe(acp.on_event)  # an unbound thread's agent process stops
         factory = ProfileAgentFactory(
             config,

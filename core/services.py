@@ -98,6 +98,7 @@ class Services:
         await asyncio.shield(self._picked_up)
 
     async def _pick_up(self) -> None:
+        await self._stop_orphaned_agents()  # before anything may start a session's agent again
         taken = await self.leases.take_over_dead()  # before recovery looks for abandoned work
         self.taken_over_sessions = [key for kind, key in taken if kind == "session"]
         # answers a previous process left cut (refused edits, then a crash), before any
@@ -128,6 +129,17 @@ class Services:
                 await self._close_cut_off_turns([key for kind, key in taken if kind == "session"])
             except Exception:
                 _log.warning("leases.take_over_failed", exc_info=True)
+            if self.config.acp_agents:
+                await self._stop_orphaned_agents()
+
+    async def _stop_orphaned_agents(self) -> None:
+        """Stop the external agents a killed bot process left running on this machine
+        (only a process proven dead: see :mod:`core.acp.groups`). A failure is logged:
+        the start goes on, and the next take-over round tries again."""
+        try:
+            await self.acp.stop_orphans()  # each one stopped is logged
+        except Exception:
+            _log.warning("acp.orphans_failed", exc_info=True)
 
     async def _close_cut_off_turns(self, sessions: Sequence[str]) -> int:
         """Start the sessions a dead process was running, so a turn it left cut off is

@@ -37,7 +37,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-__all__ = ["DemoAgent"]
+__all__ = ["DemoAgent", "persons_words"]
 
 NOTES = "notes.md"
 PAUSE_SECONDS = 0.15
@@ -76,7 +76,7 @@ class DemoAgent:
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> PromptResponse:
         self.cancelled.clear()
-        asked = " ".join("".join(getattr(b, "text", "") or "" for b in prompt).split())
+        asked = " ".join(persons_words(prompt).split())
         steps = ["read the request", "answer it", f"write a note to {NOTES}"]
         await self._plan(session_id, steps, done=0)
         await self._plan(session_id, steps, done=1)
@@ -145,6 +145,20 @@ class DemoAgent:
             ),
         )
         return True
+
+
+def persons_words(prompt: list[Any]) -> str:
+    """The text a person wrote, from a prompt's blocks: the blocks the client addressed
+    to the agent alone (``annotations.audience == ["assistant"]``: the conversation so
+    far after a restart, a steering note) are context for an agent, never the request
+    to answer or to write down."""
+    words: list[str] = []
+    for block in prompt:
+        annotations = getattr(block, "annotations", None)
+        if annotations is not None and annotations.audience == ["assistant"]:
+            continue
+        words.append(getattr(block, "text", "") or "")
+    return "\n".join(w for w in words if w)
 
 
 if __name__ == "__main__":

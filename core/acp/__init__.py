@@ -10,6 +10,7 @@ model's (:mod:`core.acp.turns`). One process per live session
 from __future__ import annotations
 
 from core.acp.connections import AcpConnections, missing_command
+from core.acp.groups import AgentGroups
 from core.acp.payloads import ACP_SESSION, ACP_TOOL_CALL
 
-__all__ = ["ACP_SESSION", "ACP_TOOL_CALL", "AcpConnections", "missing_command"]
+__all__ = ["ACP_SESSION", "ACP_TOOL_CALL", "AcpConnections", "AgentGroups", "missing_command"]

@@ -37,6 +37,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from core.acp.groups import AgentGroups
 from core.acp.process import AgentProcess, LaunchPlan
 from core.clock import Clock, SystemClock
 from core.errors import ProviderError
@@ -122,9 +123,14 @@ class AcpConnection:
         *,
         start_timeout_seconds: float,
         clock: Clock | None = None,
+        groups: AgentGroups | None = None,
+        session_key: str = "",
     ) -> None:
         self.name = name
         self._plan = plan
+        self._groups = groups
+        """Where each process's group is recorded while it runs (the bot's store)."""
+        self._session_key = session_key
         self._clock: Clock = clock or SystemClock()
         self._timeout = start_timeout_seconds
         self._client = _Client()
@@ -176,6 +182,7 @@ class AcpConnection:
     async def _start(self, stored: Mapping[str, Any] | None) -> Opened:
         plan = self._plan()
         self._process = await AgentProcess.start(self.name, plan)
+        await self._record(self._process.process.pid)
         process = self._process.process
         assert process.stdin is not None
         assert process.stdout is not None
@@ -209,6 +216,21 @@ class AcpConnection:
         created = await self._conn.new_session(cwd=cwd, mcp_servers=[])
         self._session_id = created.session_id
         return Opened(created.session_id, loaded=False, can_load=can_load, images=images)
+
+    async def _record(self, pid: int) -> None:
+        """Record the new process's group, so a bot killed while it runs leaves it to be
+        stopped by the next; an agent that cannot be recorded is not kept running."""
+        if self._groups is None:
+            return
+        try:
+            await self._groups.record(pid, agent=self.name, session_key=self._session_key)
+        except Exception as exc:
+            await self._close()
+            raise ProviderError(
+                f"the external agent {self.name!r} was started but its process could not be "
+                f"recorded in the store ({type(exc).__name__}), so it was stopped again: a "
+                "crash of the bot would have left it running"
+            ) from None
 
     async def prompt(self, blocks: list[Any], listener: Listener) -> PromptResponse:
         """Prompt the agent; its updates go to ``listener`` until it answers.
@@ -274,6 +296,15 @@ class AcpConnection:
                 _log.debug("acp.close_failed", agent=self.name, exc_info=True)
         if process is not None:
             await process.stop()
+            await self._forget(process.process.pid)
+
+    async def _forget(self, pid: int) -> None:
+        if self._groups is None:
+            return
+        try:
+            await self._groups.forget(pid)
+        except Exception:  # the group is stopped: a stale row only costs a check later
+            _log.warning("acp.forget_failed", agent=self.name, pid=pid, exc_info=True)
 
 
 def _said(exc: BaseException) -> str:

@@ -6,7 +6,9 @@ the session's first prompt (:meth:`AcpConnection.open`), in the session's own
 directory under ``[acp_agents.<name>] workspace_dir``. A process idle for
 ``idle_stop_seconds`` is stopped (the next message starts it again, loading the
 session when the agent can); unbinding the thread stops it, and so does the
-bot's stop.
+bot's stop. Each process's group is recorded in the store while it runs, so a bot
+process killed with ``kill -9`` leaves them to its successor to stop
+(:mod:`core.acp.groups`).
 
 The connection and turn modules, and with them the ACP SDK, are imported with the
 first external agent's session: a bot with no ``[acp_agents]`` pays neither their
@@ -21,6 +23,7 @@ import sys
 from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
+from core.acp.groups import AgentGroups
 from core.acp.process import PYTHON_ALIASES, LaunchPlan, launch_plan
 from core.agent.messages import ImageLoader
 from core.bindings.records import BindingEnded
@@ -60,11 +63,13 @@ class AcpConnections:
         env: Mapping[str, str],
         clock: Clock | None = None,
         load_image: ImageLoader | None = None,
+        groups: AgentGroups | None = None,
     ) -> None:
         self._config = config
         self._env = env
         self._clock: Clock = clock or SystemClock()
         self._load_image = load_image
+        self._groups = groups
         self._by_session: dict[str, AcpConnection] = {}
 
     def turns_for(self, profile: AgentProfile, session_key: str) -> AcpTurns:
@@ -96,7 +101,12 @@ class AcpConnections:
         from core.acp.connection import AcpConnection  # the SDK: only for an agent in use
 
         connection = AcpConnection(
-            agent, plan, start_timeout_seconds=config.start_timeout_seconds, clock=self._clock
+            agent,
+            plan,
+            start_timeout_seconds=config.start_timeout_seconds,
+            clock=self._clock,
+            groups=self._groups,
+            session_key=session_key,
         )
         self._by_session[session_key] = connection
         return connection
@@ -144,6 +154,13 @@ class AcpConnections:
         while True:
             await self._clock.sleep(interval_seconds)
             await self.stop_idle()
+
+    async def stop_orphans(self) -> list[int]:
+        """Stop the agents' process groups that bot processes proven dead left running on
+        this machine (:mod:`core.acp.groups`); the pids of the groups stopped."""
+        if self._groups is None:
+            return []
+        return await self._groups.stop_orphans()
 
     async def close(self) -> None:
         """Stop every agent process (the bot stops)."""

@@ -40,7 +40,8 @@ class AcpToolCallPayload(_Payload):
     title: str
     kind: str | None = None
     status: str
-    """``completed`` or ``failed`` (as the agent said), or ``cancelled`` (the turn was)."""
+    """``completed`` or ``failed`` (as the agent said, or a non-zero ``exit_code`` in its
+    ``rawOutput``), or ``cancelled`` (the turn was)."""
     output: str = Field(default="", max_length=4000)
     """What it returned, shortened."""
 

@@ -22,6 +22,13 @@ What ACP changes:
 - The agent keeps the conversation itself. A session it cannot load after a
   restart (or one it never saw, taking a conversation over) starts fresh, and the
   conversation so far in the thread is given to it with the first prompt.
+- A prompt is a list of content blocks: what a person wrote is a text block of its
+  own, exactly their words; what the bot adds (the conversation so far, who wrote,
+  that a message steers) is a note, a text block of its own addressed to the agent
+  alone (``annotations.audience = ["assistant"]``, and ``_meta.threadbound.note``
+  naming it). OpenCode takes such a block as synthetic context, kept apart from the
+  user's message; Codex passes each block as a separate input. Neither mistakes
+  the note for the person's request, to echo back or write into files.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +48,7 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AllowedOutcome,
+    Annotations,
     ContentToolCallContent,
     FileEditToolCallContent,
     PermissionOption,
@@ -77,7 +86,7 @@ from core.agent.loop import (
     inject_steering,
     user_payload,
 )
-from core.agent.messages import ImageLoader, readable, to_message
+from core.agent.messages import ImageLoader, readable, steering_source, user_words
 from core.agent.usage import estimate_text, usage_payload
 from core.errors import ProviderError
 from core.logging import get_logger
@@ -160,6 +169,8 @@ class _Call:
     call: ToolCall
     kind: str | None
     output: str = ""
+    raw_output: Any = None
+    """The agent's ``rawOutput``, latest: read when ``content`` said nothing (Codex)."""
     done: bool = False
 
 
@@ -311,15 +322,20 @@ class _Turn:
         return earlier
 
     def _blocks(self, events: Sequence[SessionEvent], context: str) -> list[Any]:
-        """The prompt: earlier conversation (if the agent lacks it), then the messages."""
+        """The prompt: the earlier conversation as a note (if the agent lacks it), then
+        each message: a note saying who wrote it or that it steers (when it must be
+        said), and the person's own words as a block of their own."""
         named = self.host.tree.people > 1
         blocks: list[Any] = []
         if context:
-            blocks.append(text_block(context))
+            blocks.append(_note(context, "context"))
         for event in events:
-            message = to_message(event, named=named, load_image=self.load_image)
-            blocks.append(text_block(message.content or ""))
-            for image in message.images:
+            label = _label(event, named=named)
+            if label is not None:
+                blocks.append(_note(*label))
+            text, images = user_words(event.payload, load_image=self.load_image)
+            blocks.append(text_block(text))
+            for image in images:
                 if self.images:
                     blocks.append(image_block(image.data_base64, image.mime))
         if not blocks:
@@ -490,6 +506,8 @@ class _Turn:
                 state.output = item.content.text
             elif isinstance(item, FileEditToolCallContent):
                 state.output = self._diff(item)
+        if update.raw_output is not None:
+            state.raw_output = update.raw_output
         if update.status in ("completed", "failed") and not state.done:
             self._finish(state, update.status, is_error=update.status == "failed")
 
@@ -499,6 +517,12 @@ class _Turn:
         rejected is reported denied, not as the agent's error."""
         state.done = True
         host = self.host
+        if state.raw_output is not None:
+            text, failed = _raw_result(state.raw_output)
+            if not state.output.strip():
+                state.output = text
+            if failed:
+                status, is_error = "failed", True
         content = state.output or ("failed" if is_error else "done")
         rejection = self.prompt.rejection
         denied = rejection is not None and rejection.call_id == state.call.id
@@ -573,6 +597,76 @@ class _Turn:
 
 _background: set[asyncio.Future[Any]] = set()
 """Cancellations on their way to an agent (a task nobody holds may be collected)."""
+
+
+RAW_JSON_LIMIT: Final = 500
+"""Characters of a ``rawOutput`` of no known shape shown as JSON."""
+_RAW_TEXT_FIELDS: Final = ("formatted_output", "aggregated_output", "stdout")
+
+
+def _raw_result(raw: Any) -> tuple[str, bool]:
+    """What a tool call's ``rawOutput`` says it returned, and whether it failed.
+
+    Codex's adapter reports a command only there, as the command's end event
+    (``stdout``, ``aggregated_output``, ``formatted_output``, ``exit_code``): the
+    longest of those three texts is the most complete (the formatted one may be
+    cut for the model; stdout lacks stderr), and a non-zero exit code fails the
+    call. Any other shape is shown as short JSON, never as nothing.
+    """
+    if isinstance(raw, str):
+        return raw, False
+    if isinstance(raw, dict) and any(k in raw for k in (*_RAW_TEXT_FIELDS, "exit_code")):
+        texts = [raw[k] for k in _RAW_TEXT_FIELDS if isinstance(raw.get(k), str)]
+        text = max((t for t in texts if t.strip()), key=len, default="")
+        code = raw.get("exit_code")
+        failed = isinstance(code, int) and not isinstance(code, bool) and code != 0
+        if failed and not text:
+            text = f"exit code {code}"
+        return text, failed
+    rendered = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(rendered) > RAW_JSON_LIMIT:
+        rendered = rendered[: RAW_JSON_LIMIT - 1] + "…"
+    return rendered, False
+
+
+NOTE_AUDIENCE: Final = ("assistant",)
+"""Who a note is for: the agent alone (MCP's annotation, which ACP content blocks carry)."""
+
+
+def _note(text: str, kind: str) -> TextContentBlock:
+    """Words the bot adds for the agent, apart from what a person wrote: addressed to the
+    assistant alone, and named in ``_meta`` (``context``, ``steering``, ``author``)."""
+    return TextContentBlock(
+        type="text",
+        text=text,
+        annotations=Annotations(audience=list(NOTE_AUDIENCE)),
+        field_meta={"threadbound": {"note": kind}},
+    )
+
+
+def _label(event: SessionEvent, *, named: bool) -> tuple[str, str] | None:
+    """The note before a message, and its kind: that it steers (and who sent it), or
+    who wrote it in a thread where several people write; None when nothing needs saying."""
+    payload = event.payload
+    author = payload.get("author_name") if named else None
+    if event.delivery_mode == "steer":
+        if steering_source(payload.get("author_id")) == "system":
+            return (
+                "(threadbound, the chat bridge: the next block was sent by the bot itself, "
+                "not by a person, while you were working; your previous prompt was stopped "
+                "for it. Take it into account and carry on.)",
+                "steering",
+            )
+        who = f"{author} wrote" if author else "was written"
+        return (
+            "(threadbound, the chat bridge: the next block is a steering message that "
+            f"{who} in the thread while you were working; your previous prompt was "
+            "stopped for it. Take it into account and carry on.)",
+            "steering",
+        )
+    if author:
+        return f"(threadbound, the chat bridge: the next block is {author}'s message.)", "author"
+    return None
 
 
 def _title(call: ToolCall) -> str:

@@ -11,7 +11,7 @@ synthetic one here, because providers reject a history with a dangling call.
 from __future__ import annotations
 
 from base64 import b64encode
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "summary_message",
     "to_message",
     "unanswered_results",
+    "user_words",
 ]
 
 ImageLoader = Callable[[str], bytes]
@@ -213,6 +214,15 @@ def to_message(
         name=payload["name"],
         content=payload["content"],
     )
+
+
+def user_words(
+    payload: Mapping[str, Any], *, load_image: ImageLoader | None = None
+) -> tuple[str, tuple[ImagePart, ...]]:
+    """What a person wrote, as they wrote it: the text with its attached text files after
+    it, and its images; no author name, no steering label. An external agent gets those
+    apart from the words (:mod:`core.acp.turns`), so it never takes them for the task."""
+    return _with_attachments(payload["text"], payload.get("attachments") or (), load_image)
 
 
 def _with_attachments(

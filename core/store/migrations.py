@@ -22,6 +22,7 @@ from sqlalchemy import BigInteger, Connection, func, inspect, literal, select, t
 from core.clock import utcnow
 from core.errors import SchemaVersionError
 from core.store.tables import (
+    AcpProcessRow,
     BindingRow,
     CompletionDeliveryRow,
     ConfigOverrideRow,
@@ -139,6 +140,14 @@ def _v10_thread_messages(conn: Connection) -> None:
     table_of(ThreadMessageRow).create(conn, checkfirst=True)  # a store rolled back by hand
 
 
+def _v11_acp_processes(conn: Connection) -> None:
+    """Where each bot process records its external agents' process groups while they run.
+
+    ``checkfirst``: a store brought back to an earlier version by hand (its version
+    rows removed) may keep the table; the step only makes sure it is there."""
+    table_of(AcpProcessRow).create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -150,6 +159,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "a binding's scope as a column, not a metadata key", _v8_binding_scope),
     Migration(9, "session events keep their JSON text up to the payload", _v9_event_envelopes),
     Migration(10, "messages a bound thread owes until they show their text", _v10_thread_messages),
+    Migration(11, "external agents' process groups, until stopped", _v11_acp_processes),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

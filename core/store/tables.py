@@ -30,6 +30,7 @@ from sqlmodel import Field, SQLModel
 from core.store.types import UTCDateTime
 
 __all__ = [
+    "AcpProcessRow",
     "BindingRow",
     "CompletionDeliveryRow",
     "ConfigOverrideRow",
@@ -280,6 +281,30 @@ class LeaseRow(SQLModel, table=True):
     key: str = Field(sa_column=Column(String(300), primary_key=True))
     owner: str = Field(sa_column=Column(String(100), nullable=False))
     expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class AcpProcessRow(SQLModel, table=True):
+    """An external agent's process group a bot process started and has not stopped yet.
+
+    ``owner`` is that bot process (its lease owner id); ``machine`` the pid space the
+    group lives in (this boot of this kernel, this pid namespace), ``pid`` its leader
+    and ``started`` the leader's start time (clock ticks since boot), which tell the
+    leader from a later process given the same pid. A process killed with ``kill -9``
+    leaves its rows; the next process on that machine that can prove the owner dead
+    stops the groups still led by the recorded process (:mod:`core.acp.groups`).
+    """
+
+    __tablename__ = "acp_processes"
+    __table_args__ = (Index("ix_acp_processes_machine", "machine"),)
+
+    owner: str = Field(sa_column=Column(String(100), primary_key=True))
+    pid: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    machine: str = Field(sa_column=Column(String(200), nullable=False))
+    started: int = Field(sa_column=Column(BigInteger, nullable=False))
+    host: str = Field(sa_column=Column(String(255), nullable=False))
+    agent: str = Field(sa_column=Column(String(100), nullable=False))
+    session_key: str = Field(sa_column=Column(String(300), nullable=False))
+    recorded_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
 class InboxRow(SQLModel, table=True):

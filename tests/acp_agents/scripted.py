@@ -5,11 +5,21 @@ Run as ``python -m tests.acp_agents.scripted`` (stdio). It keeps its conversatio
 ``.scripted-history.json`` in its working directory, so a restarted process can
 load a session (``session/load``), replaying it as ``session/update`` notifications
 (which the bot must not post again). ``SCRIPTED_NO_LOAD=1`` makes it advertise no
-``loadSession``.
+``loadSession``. Every prompt it receives is appended, block by block, to
+``.scripted-prompts.jsonl`` there (see :func:`tests.fixtures.acp.prompts_received`).
+
+It answers, and reacts to, the person's words only: the text blocks of the prompt
+not addressed to the assistant alone (``annotations.audience == ["assistant"]`` marks
+what the client adds for the agent: context, a steering note), as OpenCode keeps
+those out of what it shows as the user's message.
 
 Words it reacts to (the last prompt's text):
 
 - ``tool``: a tool call (``run ls``) that completes with a short output;
+- ``codex``: a command run the way Codex's adapter reports it: no ``content``, the
+  output only in ``rawOutput`` (its exec end event); with ``fail`` too, the command
+  exits 2 (the update still says ``completed``, as the adapter may);
+- ``search``: a tool call whose ``rawOutput`` has no known shape;
 - ``ask``: a tool call that asks for permission with three options (allow once,
   allow always, reject); it says which option it got, or that it was cancelled;
   with ``abort`` too, a reject stops the prompt as ``cancelled`` (as Codex does);
@@ -63,6 +73,7 @@ from acp.schema import (
 )
 
 HISTORY = ".scripted-history.json"
+PROMPTS = ".scripted-prompts.jsonl"
 OPTIONS = [
     PermissionOption(option_id="once", name="Allow once", kind="allow_once"),
     PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
@@ -108,7 +119,10 @@ class Scripted(Agent):
         self.cancelled.setdefault(session_id, asyncio.Event()).set()
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> PromptResponse:
-        text = "".join(getattr(block, "text", "") or "" for block in prompt)
+        self._keep(prompt)
+        text = "".join(
+            getattr(block, "text", "") or "" for block in prompt if not _for_assistant(block)
+        )
         self.turns += 1
         cancelled = self.cancelled[session_id] = asyncio.Event()
         say = self._sayer(session_id)
@@ -126,6 +140,10 @@ class Scripted(Agent):
             await self._tool(session_id)
         if "diff" in text:
             await self._diff(session_id)
+        if "codex" in text:
+            await self._codex_exec(session_id, failing="fail" in text)
+        if "search" in text:
+            await self._search(session_id)
         answer = f"echo: {text}"
         if "ask" in text:
             answer = await self._ask(session_id)
@@ -153,6 +171,60 @@ class Scripted(Agent):
         output = tool_content(text_block("notes.txt\nplan.md"))
         await self.conn.session_update(
             session_id, update_tool_call("ls1", status="completed", content=[output])
+        )
+
+    async def _codex_exec(self, session_id: str, *, failing: bool) -> None:
+        """As ``@zed-industries/codex-acp`` reports a command to a client without terminal
+        output: a start with ``rawInput``, then one update with the status and the exec end
+        event as ``rawOutput`` (codex-protocol's ``ExecCommandEndEvent``), no ``content``."""
+        command = ["/bin/bash", "-lc", "ls nope" if failing else "ls"]
+        await self.conn.session_update(
+            session_id,
+            start_tool_call(
+                "call_exec1",
+                "List files" if not failing else "Run ls nope",
+                kind="execute",
+                status="in_progress",
+                raw_input={
+                    "call_id": "call_exec1",
+                    "turn_id": "1",
+                    "command": command,
+                    "cwd": str(self.cwd),
+                    "parsed_cmd": [{"type": "list_files", "cmd": command[-1], "path": None}],
+                    "source": "agent",
+                },
+            ),
+        )
+        stdout = "" if failing else "notes.txt\nplan.md\n"
+        stderr = "ls: cannot access 'nope': No such file or directory\n" if failing else ""
+        end = {
+            "call_id": "call_exec1",
+            "turn_id": "1",
+            "command": command,
+            "cwd": str(self.cwd),
+            "parsed_cmd": [{"type": "list_files", "cmd": command[-1], "path": None}],
+            "source": "agent",
+            "stdout": stdout,
+            "stderr": stderr,
+            "aggregated_output": stdout + stderr,
+            "exit_code": 2 if failing else 0,
+            "duration": {"secs": 0, "nanos": 12_000_000},
+            "formatted_output": stdout + stderr,
+            "status": "completed",
+        }
+        await self.conn.session_update(
+            session_id, update_tool_call("call_exec1", status="completed", raw_output=end)
+        )
+
+    async def _search(self, session_id: str) -> None:
+        await self.conn.session_update(
+            session_id, start_tool_call("web1", "search the web", kind="fetch", status="pending")
+        )
+        await self.conn.session_update(
+            session_id,
+            update_tool_call(
+                "web1", status="completed", raw_output={"query": "threadbound", "hits": 2}
+            ),
         )
 
     async def _diff(self, session_id: str) -> None:
@@ -207,6 +279,22 @@ class Scripted(Agent):
             ),
         )
 
+    def _keep(self, prompt: list[Any]) -> None:
+        """Append the prompt as received, one entry per block, to :data:`PROMPTS`."""
+        blocks = []
+        for block in prompt:
+            annotations = getattr(block, "annotations", None)
+            blocks.append(
+                {
+                    "type": block.type,
+                    "text": getattr(block, "text", None),
+                    "audience": annotations.audience if annotations is not None else None,
+                    "meta": getattr(block, "field_meta", None),
+                }
+            )
+        with (self.cwd / PROMPTS).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(blocks) + "\n")
+
     def _history(self, session_id: str) -> list[tuple[str, str]]:
         path = self.cwd / HISTORY
         if not path.exists():
@@ -219,6 +307,12 @@ class Scripted(Agent):
         data = json.loads(path.read_text()) if path.exists() else {}
         data[session_id] = history
         path.write_text(json.dumps(data))
+
+
+def _for_assistant(block: Any) -> bool:
+    """What the client addressed to the agent alone, beside the person's words."""
+    annotations = getattr(block, "annotations", None)
+    return annotations is not None and annotations.audience == ["assistant"]
 
 
 if __name__ == "__main__":

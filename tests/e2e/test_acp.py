@@ -10,11 +10,13 @@ words and what becomes of them, the notices; and the completion, announced once.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from adapters.discord.approvals import approval_view
 from bot.app import shut_down
 from bot.commands.permissions import NOT_OWNER
+from core.acp.process import workspace_name
 from core.providers.scripted import Step
 from core.sessions.log import as_item
 from core.sessions.payloads import ApprovalOption, ApprovalRequestedPayload, TurnStartedPayload
@@ -35,7 +37,7 @@ from tests.e2e.helpers import (
     text_messages,
 )
 from tests.e2e.test_handoffs import press_brief, scout_session
-from tests.fixtures.acp import acp_tables
+from tests.fixtures.acp import acp_tables, prompts_received
 
 FAILED = "⚠️ This turn failed"
 
@@ -50,6 +52,11 @@ async def coder_thread(bot: Bot, task: str, mode: str = "session") -> tuple[str,
     await spawn(bot, task, mode=mode, agent="coder")
     record = bot.binding()
     return record.target_session_key, int(record.conversation.conversation_id)
+
+
+def workspace(bot: Bot, key: str) -> Path:
+    """The session's own directory, where the scripted agent keeps what it received."""
+    return bot.services.config.acp_workspace_root("scripted") / workspace_name(key)
 
 
 def spoken(bot: Bot, thread: int) -> str:
@@ -108,6 +115,27 @@ class TestAThreadBoundToAnExternalAgent:
         assert status_line(bot.fake, thread).startswith("Status: ✅ idle")
         assert "secret" not in text  # no thought is ever posted
         assert_pings_nobody(bot.fake)
+
+    async def test_a_command_reported_only_in_raw_output_shows_and_keeps_its_output(
+        self, start_bot: StartBot
+    ) -> None:
+        """As Codex's adapter reports a command: its output only in ``rawOutput``."""
+        bot = await acp_bot(start_bot)
+        key, thread = await coder_thread(bot, "run it as codex does")
+        await settle(bot, key)
+        await bot.fake.user_says(thread, bot.world.alice, "now codex with a fail")
+        await said_in(bot, thread, "echo: now codex with a fail")
+        await settle(bot, key)
+
+        text = spoken(bot, thread)
+        assert "-# 🔧 `List files` · ✅ ok → notes.txt plan.md" in text
+        assert "-# 🔧 `Run ls nope` · ⚠️ error → ls: cannot access 'nope'" in text
+        agent = await bot.services.runtime.get(key)
+        recorded = [e.payload for e in agent.tree.events if e.type == "acp.tool_call"]
+        assert [(r["title"], r["status"], r["output"]) for r in recorded] == [
+            ("List files", "completed", "notes.txt\nplan.md\n"),
+            ("Run ls nope", "failed", "ls: cannot access 'nope': No such file or directory\n"),
+        ]
 
     async def test_a_run_is_announced_once_and_the_thread_let_go(self, start_bot: StartBot) -> None:
         bot = await acp_bot(start_bot)
@@ -356,13 +384,20 @@ class TestRunningTurns:
         key, thread = await coder_thread(bot, "slow please")
         await said_in(bot, thread, "working…")
         steer = await bot.fake.user_says(thread, bot.world.alice, "look at the tests instead")
-        await said_in(bot, thread, "look at the tests instead</steering>")
+        await said_in(bot, thread, "echo: look at the tests instead")
         await settle(bot, key)
 
         assert "🧭" in [r.emoji_name for r in bot.fake.message(steer.id).reactions]
-        text = spoken(bot, thread)
-        assert 'echo: <steering source="user">' in text
+        text = "\n".join(m.content for m in bot.fake.messages_in(thread))
+        assert "<steering" not in text
+        assert "threadbound, the chat bridge" not in text
         assert FAILED not in "\n".join(m.content for m in text_messages(bot.fake, thread))
+        label, words = prompts_received(workspace(bot, key))[-1]
+        assert (label["audience"], label["meta"]["threadbound"]) == (
+            ["assistant"],
+            {"note": "steering"},
+        )
+        assert (words["text"], words["audience"]) == ("look at the tests instead", None)
 
     async def test_a_crash_is_one_notice_and_the_next_message_starts_again(
         self, start_bot: StartBot
@@ -489,7 +524,12 @@ async def test_a_handoff_can_hand_the_thread_to_an_external_agent(start_bot: Sta
 
     last = persona_messages(bot.fake, thread)[-1]
     assert last.username == "Coder"
-    assert last.content.startswith("echo: The conversation so far in this thread")
+    assert last.content.startswith("echo: Handoff from Scout — brief: Lisbon trip")
+    context, brief = prompts_received(workspace(bot, key))[0]
+    assert context["audience"] == ["assistant"]
+    assert context["text"].startswith("The conversation so far in this thread")
+    assert "Lisbon looks best." in context["text"]
+    assert brief["audience"] is None
     assert (await bot.services.runtime.get(key)).settings.acp == "scripted"
     (done,) = await bot.services.handoffs.list(key)
     assert done.status == "completed"

@@ -108,36 +108,41 @@ async def shown(bot: Bot, thread: int, wanted: Callable[[Message], bool]) -> Mes
         raise AssertionError(f"thread:\n{said}\n\nOpenCode's stderr:\n{stderr}") from None
 
 
-async def test_opencode_asks_runs_bash_after_allow_and_completes(
-    start_bot: StartBot, tmp_path: Path
-) -> None:
+async def opencode_bot(start_bot: StartBot, tmp_path: Path, llm: FakeLLM) -> Bot:
+    """A bot whose agent ``coder`` is OpenCode, with ``llm`` as OpenCode's model."""
     program = opencode_program()
     home = tmp_path / "home"
     home.mkdir()
+    workspaces = tmp_path / "acp-workspaces"
+    workspaces.mkdir()
+    (workspaces / "opencode.json").write_text(json.dumps(opencode_config(llm.base_url)))
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    }
+    return await start_bot(
+        agents={"coder": {"display_name": "Coder", "acp": "opencode"}},
+        acp_agents={
+            "opencode": {
+                "command": [program, "acp"],
+                "env_from": {
+                    "OPENCODE_DISABLE_AUTOUPDATE": "OPENCODE_DISABLE_AUTOUPDATE",
+                    "OPENCODE_DISABLE_MODELS_FETCH": "OPENCODE_DISABLE_MODELS_FETCH",
+                },
+                "start_timeout_seconds": OPENCODE_WAIT,
+            }
+        },
+        env=env,
+    )
+
+
+async def test_opencode_asks_runs_bash_after_allow_and_completes(
+    start_bot: StartBot, tmp_path: Path
+) -> None:
     async with FakeLLM(answer=answer) as llm:
-        workspaces = tmp_path / "acp-workspaces"
-        workspaces.mkdir()
-        (workspaces / "opencode.json").write_text(json.dumps(opencode_config(llm.base_url)))
-        env = {
-            "HOME": str(home),
-            "PATH": os.environ.get("PATH", ""),
-            "OPENCODE_DISABLE_AUTOUPDATE": "1",
-            "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        }
-        bot = await start_bot(
-            agents={"coder": {"display_name": "Coder", "acp": "opencode"}},
-            acp_agents={
-                "opencode": {
-                    "command": [program, "acp"],
-                    "env_from": {
-                        "OPENCODE_DISABLE_AUTOUPDATE": "OPENCODE_DISABLE_AUTOUPDATE",
-                        "OPENCODE_DISABLE_MODELS_FETCH": "OPENCODE_DISABLE_MODELS_FETCH",
-                    },
-                    "start_timeout_seconds": OPENCODE_WAIT,
-                }
-            },
-            env=env,
-        )
+        bot = await opencode_bot(start_bot, tmp_path, llm)
         await spawn(bot, "say hello with bash", mode="run", agent="coder")
         thread = int(bot.binding().conversation.conversation_id)
 
@@ -170,3 +175,30 @@ async def test_opencode_asks_runs_bash_after_allow_and_completes(
             if m.get("role") == "tool"
         ]
         assert any("hello-from-bash" in str(m.get("content")) for m in tool_results)
+
+
+async def test_opencode_gets_the_bots_note_apart_from_the_persons_words(
+    start_bot: StartBot, tmp_path: Path
+) -> None:
+    """A second person writes: the bot's note saying who wrote reaches OpenCode's model
+    as a text part of its own, and the person's words as theirs, exactly."""
+    words = "bob here: count the files"
+    async with FakeLLM(answer=lambda _: text_reply("Noted.")) as llm:
+        bot = await opencode_bot(start_bot, tmp_path, llm)
+        await spawn(bot, "hello", mode="session", agent="coder")
+        thread = int(bot.binding().conversation.conversation_id)
+        await shown(bot, thread, lambda m: "Noted." in m.content)
+        bob = bot.fake.add_member(bot.world.guild, "bob")
+        said = await bot.fake.user_says(thread, bob, words)
+        await shown(bot, thread, lambda m: m.id > said.id and "Noted." in m.content)
+
+        asked = [  # the last user message of each of the model's turns (not its titles)
+            r.json["messages"][-1]
+            for r in llm.requests
+            if isinstance(r.json, dict) and r.json.get("tools")
+        ]
+        parts = asked[-1]["content"]
+        assert isinstance(parts, list), parts
+        texts = [p.get("text") for p in parts if p.get("type") == "text"]
+        assert "(threadbound, the chat bridge: the next block is bob's message.)" in texts
+        assert words in texts  # the person's words, a part of their own

@@ -3,7 +3,8 @@
 Two guilds, one per shard of two; each process connects one shard. Everything a
 deployment relies on is checked end to end: each guild's commands reach only its
 shard's process, completions are delivered once in their own threads, a process
-killed mid-run is taken over after its restart, processes starting together
+killed mid-run is taken over after its restart, the external agents it left
+running are stopped by its restart (and only those), processes starting together
 migrate once, an every-server override crosses processes, and SQLite refuses a
 second process.
 """
@@ -11,6 +12,11 @@ second process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,7 @@ import pytest
 from bot.__main__ import EXIT_USAGE
 from core.store.migrations import SCHEMA_VERSION
 from tests.e2e.helpers import content
+from tests.fixtures.acp import STUBBORN, Watched, group_members
 from tests.fixtures.shard_processes import (
     HOLD,
     BotProcess,
@@ -159,6 +166,106 @@ async def test_a_killed_process_is_taken_over_after_its_restart(
     await world.stop_all()  # its logs are complete once it has exited
     assert logged(first, "delivery.sent", "destination") == {*held, *after}
     assert logged_guilds(second) == {world.guilds[1].id}  # it never took guild 0's work
+
+
+STUBBORN_AGENT = f"""
+[acp_agents.stubborn]
+command = ["python", {json.dumps(str(STUBBORN))}]
+[agents.coder]
+display_name = "Coder"
+acp = "stubborn"
+"""
+"""An external agent that, like codex-acp, does not exit when its stdin closes."""
+
+
+async def agent_pid(world: ShardWorld, thread: str, after: int = 0) -> int:
+    """The pid the stubborn agent gave in its answer in ``thread`` (after message ``after``)."""
+
+    def probe() -> int | None:
+        for message in world.fake.messages_in(int(thread)):
+            found = re.match(r"pid (\d+): ", message.content)
+            if found and message.id > after:
+                return int(found.group(1))
+        return None
+
+    return await wait_until(world.fake, probe)
+
+
+class TestAgentsAKilledProcessLeft:
+    """An external agent that, like codex-acp, outlives its stdin: a bot process killed
+    with ``kill -9`` leaves it running on its session, beside the one started next."""
+
+    async def test_the_restart_stops_them_before_it_is_ready(self, world: ShardWorld) -> None:
+        """One process (SQLite): nobody else can stop the agent; its restart does, child
+        and all, before it takes any message; the next message starts a new agent."""
+        store = {"url": f"sqlite:///{world.tmp / 'bot.db'}"}
+        config = world.config(store, shard_ids=None, shard_count=None, extra=STUBBORN_AGENT)
+        bot = await world.run("bot", config, [0])
+        thread = await world.spawn(0, "hello", mode="session", agent="coder")
+        left = await agent_pid(world, thread)
+        try:
+            agent, group = Watched([left]), Watched(group_members(left))
+            assert len(group.pids) == 2  # the agent and the child it started
+
+            await bot.kill()
+            assert agent.running()  # EOF on its stdin: it stays
+
+            await world.restart(bot, [0])
+            assert not agent.running()  # stopped before the restart was ready
+            await group.ended()  # its child too
+
+            said = await world.fake.user_says(int(thread), world.members[0], "again")
+            again = await agent_pid(world, thread, after=said.id)
+            assert again != left
+            assert len(group_members(again)) == 2  # the new one runs
+            await world.stop_all()  # its logs are complete once it has exited
+            (stopped,) = bot.log_events("acp.orphan_stopped")
+            assert (stopped["pid"], stopped["agent"]) == (left, "stubborn")
+        finally:
+            kill_groups(left)
+
+    @pytest.mark.postgres
+    async def test_a_live_neighbours_agent_is_never_stopped(
+        self, schema: str, world: ShardWorld
+    ) -> None:
+        """Two shards on PostgreSQL, an agent running in each guild's thread; guild 0's
+        process is killed. Its agent is stopped (by its neighbour or its restart, the
+        first to prove it dead), guild 1's is never touched: its process lives."""
+        processes = [
+            await world.start(
+                f"shard{i}",
+                world.config(pg_store(schema), shard_ids=[i], extra=STUBBORN_AGENT),
+            )
+            for i in (0, 1)
+        ]
+        for i, process in enumerate(processes):
+            await world.wait_ready(process, [i])
+        threads = [await world.spawn(i, "hello", mode="session", agent="coder") for i in (0, 1)]
+        left, kept = [await agent_pid(world, thread) for thread in threads]
+        try:
+            group = Watched(group_members(left))
+            await processes[0].kill()
+            await world.restart(processes[0], [0])
+            await group.ended()
+
+            assert len(group_members(kept)) == 2
+            said = await world.fake.user_says(int(threads[0]), world.members[0], "again")
+            again = await agent_pid(world, threads[0], after=said.id)
+            assert len(group_members(again)) == 2
+            await world.stop_all()  # their logs are complete once they have exited
+            stopped = [
+                line["pid"] for p in processes for line in p.log_events("acp.orphan_stopped")
+            ]
+            assert set(stopped) == {left}
+        finally:
+            kill_groups(left, kept)
+
+
+def kill_groups(*pids: int) -> None:
+    """Whatever happened in a test, no agent it started outlives it."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 @pytest.mark.postgres

@@ -8,20 +8,14 @@ stop run on a fake clock; everything else waits on events, never on time.
 
 from __future__ import annotations
 
-import asyncio
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-from core.acp import AcpConnections
 from core.acp.process import workspace_name
-from core.agent import Agent, AgentSettings, ToolRegistry
 from core.agent.events import (
     AgentErrorEvent,
-    AgentEvent,
     AgentNotice,
     ApprovalRequested,
     ApprovalResolved,
@@ -35,106 +29,14 @@ from core.agent.events import (
     TurnEnded,
 )
 from core.clock import FakeClock
-from core.config import Config, parse_config
-from core.providers.scripted import ScriptedProvider
-from core.sessions.log import SessionLog
 from core.store import Database
-from tests.fixtures.acp import acp_env, acp_tables
-
-KEY = "subagent:acp-test"
-WAIT = 20  # seconds: an agent process starts in well under a second; this only bounds a hang
-E = TypeVar("E")
+from tests.fixtures.acp import KEY, Rig, prompts_received
 
 
 @pytest.fixture
 def database(db: Database) -> Database:
     """SQLite only: what is tested here is the protocol, not the store."""
     return db
-
-
-class Rig:
-    """One session's agent over the scripted external agent, and what it emitted."""
-
-    def __init__(self, tmp_path: Path, database: Database, clock: FakeClock, **tables: Any) -> None:
-        self.tmp_path = tmp_path
-        self.database = database
-        self.clock = clock
-        self.no_load = bool(tables.get("no_load"))
-        self.config: Config = parse_config(
-            acp_tables(**tables), config_path=tmp_path / "config.toml"
-        )
-        self.log = SessionLog(database, clock=clock)
-        self.events: list[AgentEvent] = []
-        self._new = asyncio.Event()
-        self.connections: AcpConnections | None = None
-        self.agent: Agent | None = None
-
-    async def start(self, *, approval_timeout_s: float = 600) -> Agent:
-        """Build the agent from the log (as a restarted bot would)."""
-        self.connections = AcpConnections(
-            self.config, env=acp_env(os.environ, no_load=self.no_load), clock=self.clock
-        )
-        tree = await self.log.load(KEY)
-        profile = self.config.agents["coder"]
-        self.agent = Agent(
-            tree,
-            self.log,
-            ScriptedProvider([]),
-            ToolRegistry(),
-            AgentSettings(approval_timeout_s=approval_timeout_s, acp="scripted"),
-            clock=self.clock,
-            turns=self.connections.turns_for(profile, KEY),
-        )
-        self.agent.subscribe(self._on_event)
-        return self.agent
-
-    async def stop(self) -> None:
-        """The bot stops: the turn (if any) is cut off, the agent's process stopped."""
-        if self.agent is not None:
-            await self.agent.cancel(keep_queues=True)
-        if self.connections is not None:
-            await self.connections.close()
-
-    def _on_event(self, event: AgentEvent) -> None:
-        self.events.append(event)
-        self._new.set()
-
-    async def until(self, kind: type[E], where: Callable[[E], bool] = lambda _: True) -> E:
-        """The first event of ``kind`` (emitted so far or next) that ``where`` accepts."""
-        async with asyncio.timeout(WAIT):
-            while True:
-                for event in self.events:
-                    if isinstance(event, kind) and where(event):
-                        return event
-                self._new.clear()
-                await self._new.wait()
-
-    async def turn(self, text: str) -> TurnEnded:
-        """Send ``text`` and wait for the turn it starts to end."""
-        assert self.agent is not None
-        before = len([e for e in self.events if isinstance(e, TurnEnded)])
-        await self.agent.send(text, author_id="42", author_name="Alice")
-        await self.until(TurnEnded, lambda _: self.count(TurnEnded) > before)
-        async with asyncio.timeout(WAIT):
-            await self.agent.wait_idle()
-        return self.of(TurnEnded)[-1]
-
-    def of(self, kind: type[E]) -> list[E]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    def count(self, kind: type[Any]) -> int:
-        return len(self.of(kind))
-
-    def said(self) -> str:
-        return "".join(e.text for e in self.of(TextDelta))
-
-    def logged(self, kind: str) -> list[dict[str, Any]]:
-        assert self.agent is not None
-        return [dict(e.payload) for e in self.agent.tree.events if e.type == kind]
-
-    @property
-    def workspace(self) -> Path:
-        return self.config.acp_workspace_root("scripted") / workspace_name(KEY)
 
 
 @pytest.fixture
@@ -181,6 +83,43 @@ async def test_a_tool_call_is_a_tool_line_with_its_output(rig: Rig) -> None:
     recorded = rig.logged("acp.tool_call")
     assert (recorded[0]["tool_call_id"], recorded[0]["title"]) == ("ls1", "run ls")
     assert (recorded[0]["status"], recorded[0]["kind"]) == ("completed", "execute")
+
+
+async def test_a_command_reported_only_in_raw_output_shows_and_records_its_output(
+    rig: Rig,
+) -> None:
+    """Codex's adapter: no ``content``, the command's end event as ``rawOutput``."""
+    await rig.start()
+
+    await rig.turn("run it as codex does")
+
+    (finished,) = rig.of(ToolFinished)
+    assert (finished.content, finished.is_error) == ("notes.txt\nplan.md\n", False)
+    (recorded,) = rig.logged("acp.tool_call")
+    assert (recorded["status"], recorded["output"]) == ("completed", "notes.txt\nplan.md\n")
+
+
+async def test_a_non_zero_exit_code_in_raw_output_fails_the_call(rig: Rig) -> None:
+    await rig.start()
+
+    await rig.turn("codex, make it fail")
+
+    (finished,) = rig.of(ToolFinished)
+    assert finished.is_error is True
+    assert finished.content == "ls: cannot access 'nope': No such file or directory\n"
+    (recorded,) = rig.logged("acp.tool_call")
+    assert recorded["status"] == "failed"
+    assert recorded["output"].startswith("ls: cannot access 'nope'")
+
+
+async def test_a_raw_output_of_another_shape_is_shown_as_json(rig: Rig) -> None:
+    await rig.start()
+
+    await rig.turn("search for it")
+
+    (finished,) = rig.of(ToolFinished)
+    assert finished.content == '{"query":"threadbound","hits":2}'
+    assert rig.logged("acp.tool_call")[0]["output"] == '{"query":"threadbound","hits":2}'
 
 
 async def test_ids_an_agent_uses_again_are_new_calls_in_each_turn(rig: Rig) -> None:
@@ -278,12 +217,33 @@ async def test_a_steer_cancels_the_prompt_and_is_sent_as_the_next_one(rig: Rig) 
 
     assert ended.reason == "completed"
     assert rig.count(SteeringInjected) == 1
-    said = rig.said()
-    assert said.startswith("working… ")
-    assert '<steering source="user">change of plan</steering>' in said  # labelled as such
+    assert rig.said() == "working… echo: change of plan"  # the person's words, untagged
+    label, words = prompts_received(rig.workspace)[-1]
+    assert (label["audience"], label["meta"]) == (
+        ["assistant"],
+        {"threadbound": {"note": "steering"}},
+    )
+    assert "steering message" in label["text"]
+    assert (words["text"], words["audience"], words["meta"]) == ("change of plan", None, None)
     steer = [e for e in agent.tree.path() if e.type == "user_message"][-1]
     assert steer.delivery_mode == "steer"
     assert rig.count(TurnCancelled) == 0
+
+
+async def test_where_several_people_write_who_wrote_is_a_note_beside_the_words(
+    rig: Rig,
+) -> None:
+    agent = await rig.start()
+    await rig.turn("hello")
+    before = rig.count(TurnEnded)
+    await agent.send("and from me", author_id="43", author_name="Bob")
+    await rig.until(TurnEnded, lambda _: rig.count(TurnEnded) > before)
+
+    assert rig.said().endswith("echo: and from me")
+    note, words = prompts_received(rig.workspace)[-1]
+    assert note["text"] == "(threadbound, the chat bridge: the next block is Bob's message.)"
+    assert (note["audience"], note["meta"]) == (["assistant"], {"threadbound": {"note": "author"}})
+    assert (words["text"], words["audience"]) == ("and from me", None)
 
 
 async def test_a_crash_fails_the_turn_once_and_the_next_message_starts_again(
@@ -343,9 +303,15 @@ async def test_an_agent_that_cannot_load_starts_fresh_with_the_conversation(
     notices = rig.of(AgentNotice)
     assert len(notices) == 1
     assert "cannot load earlier sessions" in notices[0].text
-    said = rig.said()
-    assert "The conversation so far in this thread" in said
-    assert "Alice: remember the word blue" in said
+    assert rig.said() == "echo: which word?"  # the context is never taken for the request
+    context, words = prompts_received(rig.workspace)[-1]
+    assert context["text"].startswith("The conversation so far in this thread")
+    assert "Alice: remember the word blue" in context["text"]
+    assert (context["audience"], context["meta"]) == (
+        ["assistant"],
+        {"threadbound": {"note": "context"}},
+    )
+    assert (words["text"], words["audience"]) == ("which word?", None)
     assert len(rig.logged("acp.session")) == 2
 
 
