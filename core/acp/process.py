@@ -134,8 +134,12 @@ class AgentProcess:
     async def stop(self) -> None:
         """Stop the agent and everything in its process group: TERM, then KILL.
 
-        Its stdin is closed first, so the pipe's transport is closed here and not
-        left to the garbage collector (which may find the event loop closed)."""
+        Its stdin is closed first, and the subprocess transport (with its stdout pipe)
+        once it has exited, so neither is left to the garbage collector: collected
+        after the event loop closed, a transport's finalizer raises, and a collection
+        that runs inside another parse (Python 3.11's traceback carets, pytest's
+        assertion rewriting) fails that parse with "AST constructor recursion depth
+        mismatch"."""
         stdin = self.process.stdin
         if stdin is not None:
             with contextlib.suppress(OSError, RuntimeError):
@@ -154,6 +158,10 @@ class AgentProcess:
         finally:
             with contextlib.suppress(OSError):
                 self._stderr.close()
+            transport = getattr(self.process, "_transport", None)  # asyncio has no public way
+            if transport is not None:
+                with contextlib.suppress(RuntimeError):
+                    transport.close()
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
