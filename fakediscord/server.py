@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -26,6 +27,7 @@ from fakediscord.gateway import Gateway, GatewaySession, SentEvent
 from fakediscord.interactions import Interactions
 from fakediscord.models import Channel, Guild, Message, User, Webhook
 from fakediscord.operations import Operations
+from fakediscord.persistence import Journal
 from fakediscord.recording import RecordedRequest, Recorder
 from fakediscord.rest import Api, build_app
 from fakediscord.state import Clock, State
@@ -86,6 +88,11 @@ class FakeDiscord(UserActions):
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self.gateway_url = ""
+        self.journal: Journal | None = None
+        """Where the state is saved change by change, once :meth:`persist` was called."""
+        self.on_save_failed: Callable[[OSError], None] | None = None
+        """Told when saving before a REST answer failed (the answer still goes out: the
+        change is in memory and stays pending for the next save)."""
 
     # lifecycle
 
@@ -101,12 +108,46 @@ class FakeDiscord(UserActions):
         self._api.gateway_url = self.gateway_url
 
     async def stop(self) -> None:
-        """Close every gateway connection, then the server; safe to call twice."""
-        if self._runner is None:
-            return
-        await self.gateway.close_all()
-        await self._runner.cleanup()
-        self._runner = None
+        """Close every gateway connection, then the server, then the journal; safe to call
+        twice."""
+        if self._runner is not None:
+            await self.gateway.close_all()
+            await self._runner.cleanup()
+            self._runner = None
+        if self.journal is not None:
+            self.journal.close(self.state)
+
+    # persistence
+
+    def persist(self, path: Path) -> bool:
+        """Keep the state in ``path`` from now on, saved before every REST answer.
+
+        What the file (and its journal) hold is loaded first; returns whether there was
+        anything. Changes made outside a REST request (the test driver, a page acting
+        as a user) are saved by :meth:`commit`, which their caller calls before it
+        answers in turn. Raises ``ValueError`` naming the file when it is not a state.
+        """
+        journal = Journal(path)
+        found = journal.open(self.state)
+        self.journal = journal
+        self._api.before_answer = self._commit_before_answer
+        return found
+
+    def commit(self) -> int:
+        """Save what changed since the last save (see :class:`Journal`); returns the bytes
+        written. Without :meth:`persist` there is nothing to do. A failed write raises
+        ``OSError``; the change stays pending for the next commit."""
+        if self.journal is None:
+            return 0
+        return self.journal.commit(self.state)
+
+    def _commit_before_answer(self) -> None:
+        try:
+            self.commit()
+        except OSError as exc:
+            if self.on_save_failed is None:
+                raise
+            self.on_save_failed(exc)
 
     async def __aenter__(self) -> Self:
         await self.start()
