@@ -242,6 +242,11 @@ class FakeDiscord(UserActions):
             and (shard_id is None or e.shard_id == shard_id)
         ]
 
+    def presence(self, user: User | int) -> str:
+        """``online`` while the user (a bot) has an identified gateway connection, else
+        ``offline``: what the member list shows."""
+        return self.gateway.presence(object_id(user))
+
     def channel(self, channel_id: int) -> Channel:
         return self.state.channel(channel_id)
 
