@@ -187,6 +187,14 @@ class FakeDiscord(UserActions):
         self.join(guild, user, admin=admin)
         return user
 
+    def set_bot_permissions(self, guild: Guild | int, bot: User | int, permissions: int) -> None:
+        """What the bot's managed role in ``guild`` allows from now on (connected bots are
+        told): grant it Pin Messages, or take Manage Webhooks away."""
+        found = self.state.guild(object_id(guild))
+        user_id = object_id(bot)
+        role = next(r for r in found.roles.values() if r.managed and r.bot_id == user_id)
+        self.ops.set_role_permissions(role, permissions)
+
     def add_user(self, name: str) -> User:
         """A user in no guild yet (see :meth:`join`)."""
         return self.state.add_user(name)
