@@ -196,3 +196,38 @@ async def test_a_kill_9_of_the_playground_loses_nothing_it_answered(tmp_path: Pa
     assert saved.messages[int(sent)].content == "written, then a crash"
     (spawn,) = [i for i in saved.interactions.values() if i.type == 2]
     assert saved.users[spawn.user_id].username == "alice"  # who used the command is kept
+
+
+async def test_playground_flag_runs_it_beside_a_token(tmp_path: Path) -> None:
+    """``--playground`` with a token set: the playground, never Discord, and the token is
+    not in the log of either process."""
+    (tmp_path / "config.toml").write_text(
+        "[playground]\nport = 0\n"
+        '[logging]\njson_file = "bot.jsonl"\nconsole = false\nlevel = "debug"\n'
+    )
+    token = "real-token-" + "x" * 40
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
+    env |= {"PYTHONPATH": str(ROOT), "DISCORD_TOKEN": token}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "--playground",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(DEADLINE):
+            await read_url(process.stdout, seen)
+        assert "--playground: starting the local playground" in "".join(seen)
+    finally:
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            _, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+    log = (tmp_path / "bot.jsonl").read_text()
+    assert '"event": "bot.stopped"' in log
+    assert token not in log
