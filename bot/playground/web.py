@@ -54,7 +54,7 @@ from bot.playground.view import PageView, World
 from fakediscord import MAX_CONTENT, MAX_FILE_BYTES, MAX_FILES, FakeDiscord, UserFile
 from fakediscord.errors import DiscordError
 
-__all__ = ["STATIC_DIR", "PlaygroundWeb"]
+__all__ = ["STATIC_DIR", "PlaygroundWeb", "offline_refusal"]
 
 STATIC_DIR = Path(__file__).with_name("static")
 KEEPALIVE_SECONDS = 15.0
@@ -68,10 +68,15 @@ READ_CHUNK = 64 * 1024
 FIELD_MAX_BYTES = 64 * 1024
 """A text field (ids, the message) is far smaller; more is not a message."""
 
-OFFLINE = (
-    "threadbound is offline (stopped): commands and buttons need it running. "
-    "Messages you write are kept and read back when it starts: press Start."
-)
+
+def offline_refusal(bot_name: str) -> str:
+    """What a command or a button press gets while the bot is down."""
+    return (
+        f"{bot_name} is offline: commands and buttons need it running. Messages you write "
+        "are kept, and read back when it starts (Start, under its name in Members)."
+    )
+
+
 Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _log = structlog.get_logger("bot.playground")
@@ -183,6 +188,10 @@ class PlaygroundWeb:
     def _online(self) -> bool:
         return self.fake.presence(self.world.bot_user_id) == "online"
 
+    def _offline(self) -> web.Response:
+        name = self.fake.state.users[self.world.bot_user_id].username
+        return web.json_response({"error": offline_refusal(name)}, status=503)
+
     def _refuse_foreign(self, request: web.Request) -> str | None:
         """Why a request from outside the playground's own page is refused, or None.
 
@@ -286,7 +295,7 @@ class PlaygroundWeb:
         except CommandTextError as exc:
             raise BadRequest(str(exc)) from None
         if not self._online():
-            return web.json_response({"error": OFFLINE}, status=503)
+            return self._offline()
         try:
             handle = await self.fake.invoke_command(
                 self.world.guild_id,
@@ -366,7 +375,7 @@ class PlaygroundWeb:
             raise BadRequest("no such message")
         values = body.get("values")
         if not self._online():
-            return web.json_response({"error": OFFLINE}, status=503)
+            return self._offline()
         try:
             if isinstance(values, list):
                 picked = [str(v) for v in values]

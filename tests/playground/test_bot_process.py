@@ -14,7 +14,7 @@ import aiohttp
 
 from bot.playground import Playground
 from bot.playground.supervisor import BotProcess
-from bot.playground.web import OFFLINE
+from bot.playground.web import offline_refusal
 from fakediscord import Message
 from tests.playground.conftest import Page, StartPlayground, until
 from tests.playground.test_api import by_name
@@ -98,7 +98,8 @@ class TestProcesses:
         )
         assert playground.fake.message(int(kept["id"])).content == "still here"
         command = {"channel_id": general, "user_id": alice, "text": "/tree"}
-        assert (await page.post("/api/command", command, status=503))["error"] == OFFLINE
+        refusal = (await page.post("/api/command", command, status=503))["error"]
+        assert refusal == offline_refusal("threadbound")
 
         started = await page.post("/api/bot", {"action": "start"})
         assert started["bot"]["process"] == "running"
