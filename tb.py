@@ -4,7 +4,9 @@
 Each command creates (or refreshes, when ``pyproject.toml`` changed) the
 virtual environment in ``.venv`` and then runs inside it:
 
-    python3 tb.py run [ARGS...]     the bot: ``python -m bot ARGS``
+    python3 tb.py run [ARGS...]     the bot: ``python -m bot ARGS`` (without a Discord
+                                    token, the playground: its page and local Discord,
+                                    and the bot in a process of its own)
     python3 tb.py test [ARGS...]    ruff, the import contracts, mypy, then pytest ARGS
     python3 tb.py bench [NAME...]   the benchmark scripts in tests/benchmarks/: all,
                                     or each NAME (``agent``, ``bench_agent`` or

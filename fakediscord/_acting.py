@@ -85,6 +85,14 @@ class UserActions:
         await self.gateway.drain()
         return message
 
+    async def pin(
+        self, message_id: Message | int, user: User | int, *, pinned: bool = True
+    ) -> None:
+        """``user`` pins (or unpins) the message, if Discord would let them (see
+        :meth:`Operations.pin`; a refusal raises its :class:`DiscordError`)."""
+        self.ops.pin(self._message(object_id(message_id)), object_id(user), pinned=pinned)
+        await self.gateway.drain()
+
     async def react(self, message_id: Message | int, user: User | int, emoji: str) -> None:
         message = self._message(object_id(message_id))
         self.ops.react(message, object_id(user), emoji, add=True)

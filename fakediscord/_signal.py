@@ -22,9 +22,12 @@ class Signal:
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self.count = 0
+        """Notifications so far: a reader that saw the same count knows nothing changed."""
 
     def notify(self) -> None:
         """Wake the current waiters; later waiters wait for the next notification."""
+        self.count += 1
         event, self._event = self._event, asyncio.Event()
         event.set()
 

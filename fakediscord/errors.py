@@ -13,6 +13,7 @@ __all__ = [
     "EMPTY_MESSAGE",
     "INTERACTION_ALREADY_ACKNOWLEDGED",
     "INVALID_FORM_BODY",
+    "MAX_PINS",
     "MISSING_ACCESS",
     "MISSING_PERMISSIONS",
     "REQUEST_TOO_LARGE",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 UNAUTHORIZED = 0
+MAX_PINS = 30003
 UNKNOWN_CHANNEL = 10003
 UNKNOWN_GUILD = 10004
 UNKNOWN_MEMBER = 10007
@@ -64,6 +66,7 @@ _MESSAGES = {
     UNKNOWN_APPLICATION_COMMAND: "Unknown application command",
     REQUEST_TOO_LARGE: "Request entity too large",
     INTERACTION_ALREADY_ACKNOWLEDGED: "Interaction has already been acknowledged.",
+    MAX_PINS: "Maximum number of pins reached (50)",
     MISSING_ACCESS: "Missing Access",
     CANNOT_EDIT_OTHERS_MESSAGE: "Cannot edit a message authored by another user",
     EMPTY_MESSAGE: "Cannot send an empty message",

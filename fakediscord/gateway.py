@@ -21,6 +21,10 @@ may send any time) and ACKs that. discord.py records the time of a requested hea
 on the event loop before sending it, so the ACK is measured from it, whatever the
 thread does. Requested and unrequested heartbeats are told apart by counting requests.
 
+Presence: a bot is online while one of its connections has identified (or resumed),
+offline otherwise (stopped, killed, or its session lost); a change is dispatched as
+PRESENCE_UPDATE to the sessions with the GUILD_PRESENCES intent of the guilds it is in.
+
 Shards: an IDENTIFY with ``shard: [id, count]`` opens a session that gets only that
 shard's guilds and their events, interactions included (guild ``g`` is on shard
 ``(g >> 22) % count``, DMs on shard 0), as on Discord. A bot's sessions may belong to
@@ -63,6 +67,7 @@ class Intents:
     GUILDS = 1 << 0
     GUILD_MEMBERS = 1 << 1
     GUILD_WEBHOOKS = 1 << 5
+    GUILD_PRESENCES = 1 << 8
     GUILD_MESSAGES = 1 << 9
     GUILD_MESSAGE_REACTIONS = 1 << 10
     MESSAGE_CONTENT = 1 << 15
@@ -295,6 +300,14 @@ class Gateway:
             and session.ordinal > since
         }
 
+    def presence(self, user_id: int) -> str:
+        """``online`` while one of the user's gateway connections has identified, else
+        ``offline`` (what Discord's member list shows)."""
+        online = any(
+            s.user_id == user_id and s.connection is not None for s in self.sessions.values()
+        )
+        return "online" if online else "offline"
+
     def reconnect(self, user_id: int) -> None:
         """Ask the bot's connections to reconnect (opcode 7); discord.py then RESUMEs."""
         for conn in self._connections:
@@ -308,12 +321,14 @@ class Gateway:
         (INVALID_SESSION), so discord.py IDENTIFYs anew and gets a ``READY``, not a
         ``RESUMED``. What is dispatched in between reaches no session: lost, as on Discord.
         """
+        before = self.presence(user_id)
         for session in [s for s in self.sessions.values() if s.user_id == user_id]:
             del self.sessions[session.id]
             conn, session.connection = session.connection, None
             if conn is not None:
                 conn.session = None
                 conn.send({"op": RECONNECT, "d": None})
+        self._announce_presence(user_id, before)
         self._state.changed.notify()
 
     async def drain(self) -> None:
@@ -379,6 +394,7 @@ class Gateway:
         if shard and not 0 <= int(shard[0]) < int(shard[1]):
             await conn.ws.close(code=4010, message=b"Invalid shard.")
             return
+        before = self.presence(account.user_id)
         session = GatewaySession(
             id=secrets.token_hex(16),
             user_id=account.user_id,
@@ -415,6 +431,7 @@ class Gateway:
         for guild in guilds:
             self._send_dispatch(session, "GUILD_CREATE", payloads.guild_create(self._state, guild))
         conn.probe().add_done_callback(lambda f: self._mark_ready(session, f))
+        self._announce_presence(account.user_id, before)
 
     def _mark_ready(self, session: GatewaySession, probe: asyncio.Future[None]) -> None:
         if not probe.cancelled() and probe.exception() is None:
@@ -426,10 +443,12 @@ class Gateway:
         if session is None or session.token != data.get("token") or conn.session is not None:
             conn.send({"op": INVALID_SESSION, "d": False})
             return
+        before = self.presence(session.user_id)
         if session.connection is not None:
             session.connection.session = None
             session.connection.send({"op": RECONNECT, "d": None})
         session.connection, conn.session = conn, session
+        self._announce_presence(session.user_id, before)
         last = int(data.get("seq") or 0)
         for frame in session.backlog:
             if frame["s"] > last:
@@ -475,12 +494,39 @@ class Gateway:
         session = conn.session
         if session is None or session.connection is not conn:
             return
+        before = self.presence(session.user_id)
         session.connection = None
         session.ready = False
         if close_code in (1000, 1001):
             # A clean close ends the session on Discord: it can no longer be resumed.
             self.sessions.pop(session.id, None)
+        self._announce_presence(session.user_id, before)
         self._state.changed.notify()
+
+    def _announce_presence(self, user_id: int, before: str) -> None:
+        """PRESENCE_UPDATE in each of the user's guilds, if its presence changed."""
+        status = self.presence(user_id)
+        if status == before:
+            return
+        self._state.changed.notify()
+        for guild in self._state.guilds.values():
+            if user_id not in guild.members:
+                continue
+            data: Json = {
+                "user": {"id": str(user_id)},
+                "guild_id": str(guild.id),
+                "status": status,
+                "activities": [],
+                "client_status": {"web": status} if status == "online" else {},
+            }
+            self.dispatch(
+                "PRESENCE_UPDATE", _same(data), guild_id=guild.id, intent=Intents.GUILD_PRESENCES
+            )
+
+
+def _same(data: Json) -> Render:
+    """A payload every viewer gets alike."""
+    return lambda _: data
 
 
 def _shard_id(shard: tuple[int, int] | None) -> int:

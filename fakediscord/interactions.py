@@ -136,7 +136,14 @@ class Interactions:
         return interaction
 
     def by_webhook(self, application_id: int, token: str) -> Interaction | None:
-        """The interaction behind a followup webhook ``/webhooks/{app}/{token}``, if any."""
+        """The interaction behind a followup webhook ``/webhooks/{app}/{token}``, if any.
+
+        One loaded from a saved state is found by its token too (and remembered).
+        """
+        if token not in self._by_token:
+            for known in self._state.interactions.values():
+                if known.token == token:
+                    self._by_token[token] = known.id
         interaction = self._state.interactions.get(self._by_token.get(token, 0))
         if interaction is None or interaction.application_id != application_id:
             return None

@@ -124,6 +124,7 @@ class Channel:
     message_count: int = 0
     total_message_sent: int = 0
     member_ids: list[int] = field(default_factory=list)
+    last_pin_timestamp: datetime | None = None
 
     @property
     def is_thread(self) -> bool:
@@ -191,6 +192,12 @@ class Message:
     ephemeral: bool = False
     tts: bool = False
     nonce: str | int | None = None
+    pinned_at: datetime | None = None
+    """When it was pinned; None while it is not."""
+
+    @property
+    def pinned(self) -> bool:
+        return self.pinned_at is not None
 
 
 @dataclass(slots=True)

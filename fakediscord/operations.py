@@ -21,15 +21,35 @@ from fakediscord._content import (
     validate,
     validate_files,
 )
-from fakediscord.errors import THREAD_ARCHIVED, UNKNOWN_EMOJI, WRONG_CHANNEL_TYPE, DiscordError
+from fakediscord.errors import (
+    MAX_PINS,
+    MISSING_PERMISSIONS,
+    THREAD_ARCHIVED,
+    UNKNOWN_EMOJI,
+    WRONG_CHANNEL_TYPE,
+    DiscordError,
+)
 from fakediscord.gateway import Gateway, Intents
-from fakediscord.models import Attachment, Channel, Guild, Message, Reaction, User, Webhook
+from fakediscord.models import (
+    Attachment,
+    Channel,
+    Guild,
+    Message,
+    Reaction,
+    Role,
+    User,
+    Webhook,
+)
+from fakediscord.permissions import PIN_MESSAGES
 from fakediscord.state import State
 
-__all__ = ["THREAD_CREATED", "Operations"]
+__all__ = ["CHANNEL_PINNED_MESSAGE", "MAX_PINNED", "THREAD_CREATED", "Operations"]
 
 Json = dict[str, Any]
 THREAD_CREATED = 18
+CHANNEL_PINNED_MESSAGE = 6
+MAX_PINNED = 50
+"""Pins a channel (or thread) may hold at once."""
 """Message type of the system message Discord posts in a parent channel for a new thread."""
 
 
@@ -163,6 +183,58 @@ class Operations:
         self.gateway.dispatch(
             event, render, guild_id=message.guild_id, intent=Intents.GUILD_MESSAGES, message=message
         )
+
+    # pins
+
+    def pin(self, message: Message, user_id: int, *, pinned: bool) -> None:
+        """Pin or unpin ``message`` as ``user_id``, with Discord's rules and events.
+
+        It takes Pin Messages (a thread has its parent's rights; its creator gets
+        none more), an open thread (50083 when archived) and a free place among the
+        channel's :data:`MAX_PINNED` pins (30003). A pin posts the CHANNEL_PINNED_MESSAGE
+        line (type 6) pointing at the message; both fire CHANNEL_PINS_UPDATE. Pinning a
+        pinned message (or unpinning one that is not) changes nothing.
+        """
+        channel = self.state.channel(message.channel_id)
+        if channel.guild_id is not None and not (
+            self.state.permissions(channel.guild_id, user_id) & PIN_MESSAGES
+        ):
+            raise DiscordError(403, MISSING_PERMISSIONS)
+        if channel.is_thread and channel.archived:
+            raise DiscordError(400, THREAD_ARCHIVED)
+        if message.pinned == pinned:
+            return
+        if pinned:
+            if len(self.pins(channel.id)) >= MAX_PINNED:
+                raise DiscordError(400, MAX_PINS)
+            message.pinned_at = self.state.now()
+        else:
+            message.pinned_at = None
+        newest = max((m.pinned_at for m in self.pins(channel.id) if m.pinned_at), default=None)
+        channel.last_pin_timestamp = newest
+        data: Json = {
+            "channel_id": str(channel.id),
+            "guild_id": str(channel.guild_id),
+            "last_pin_timestamp": payloads.timestamp(newest),
+        }
+        self.gateway.dispatch(
+            "CHANNEL_PINS_UPDATE", lambda _: data, guild_id=channel.guild_id, intent=Intents.GUILDS
+        )
+        if pinned:
+            reference = {
+                "channel_id": str(channel.id),
+                "guild_id": str(channel.guild_id),
+                "message_id": str(message.id),
+            }
+            self.post_message(
+                channel.id, user_id, {"message_reference": reference}, type=CHANNEL_PINNED_MESSAGE
+            )
+        self.state.changed.notify()
+
+    def pins(self, channel_id: int) -> list[Message]:
+        """The channel's pinned messages, the most recently pinned first."""
+        pinned = [m for m in self.state.messages_in(channel_id) if m.pinned_at is not None]
+        return sorted(pinned, key=lambda m: m.pinned_at or m.timestamp, reverse=True)
 
     # reactions
 
@@ -324,6 +396,17 @@ class Operations:
                 guild_id=channel.guild_id,
                 intent=Intents.GUILDS,
             )
+        self.state.changed.notify()
+
+    # roles
+
+    def set_role_permissions(self, role: Role, permissions: int) -> None:
+        """Change what a role allows (GUILD_ROLE_UPDATE tells the bots)."""
+        role.permissions = permissions
+        data = {"guild_id": str(role.guild_id), "role": payloads.role(role)}
+        self.gateway.dispatch(
+            "GUILD_ROLE_UPDATE", lambda _: data, guild_id=role.guild_id, intent=Intents.GUILDS
+        )
         self.state.changed.notify()
 
     # webhooks and members

@@ -113,6 +113,7 @@ def channel(entity: Channel, *, with_guild_id: bool = True) -> Json:
         "type": entity.type,
         "name": entity.name,
         "last_message_id": _sid(entity.last_message_id),
+        "last_pin_timestamp": timestamp(entity.last_pin_timestamp),
         "flags": 0,
         "rate_limit_per_user": 0,
         "nsfw": False,
@@ -264,7 +265,7 @@ def message(state: State, entity: Message, *, viewer_id: int | None = None) -> J
             }
             for r in entity.reactions
         ],
-        "pinned": False,
+        "pinned": entity.pinned,
         "type": entity.type,
         "flags": entity.flags,
     }

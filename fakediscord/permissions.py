@@ -6,7 +6,7 @@ Administrator, so a bot-side admin check cannot pass by accident.
 
 from __future__ import annotations
 
-__all__ = ["ADMINISTRATOR", "ALL", "BOT_DEFAULT", "EVERYONE_DEFAULT"]
+__all__ = ["ADMINISTRATOR", "ALL", "BOT_DEFAULT", "EVERYONE_DEFAULT", "PIN_MESSAGES"]
 
 CREATE_INSTANT_INVITE = 1 << 0
 ADMINISTRATOR = 1 << 3
@@ -26,8 +26,13 @@ MANAGE_THREADS = 1 << 34
 CREATE_PUBLIC_THREADS = 1 << 35
 CREATE_PRIVATE_THREADS = 1 << 36
 SEND_MESSAGES_IN_THREADS = 1 << 38
+PIN_MESSAGES = 1 << 51
+"""Pinning and unpinning (split from Manage Messages in 2025; alone required since 2026).
+Threads inherit it from their parent channel; Discord names no exception for a thread's
+creator."""
+BYPASS_SLOWMODE = 1 << 52
 
-ALL = (1 << 51) - 1
+ALL = (1 << 53) - 1
 """Every permission bit Discord defines today; what Administrator and ownership imply."""
 
 EVERYONE_DEFAULT = (
@@ -48,4 +53,5 @@ EVERYONE_DEFAULT = (
 """What ``@everyone`` may do in a fresh guild (Discord's defaults, roughly)."""
 
 BOT_DEFAULT = EVERYONE_DEFAULT | MANAGE_MESSAGES | MANAGE_WEBHOOKS | MANAGE_THREADS
-"""The bot's managed role: everyone's rights plus messages, webhooks and threads."""
+"""The bot's managed role: everyone's rights plus messages, webhooks and threads (not
+Pin Messages: a bot gets it only where the guild grants it)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -26,6 +27,7 @@ from fakediscord.gateway import Gateway, GatewaySession, SentEvent
 from fakediscord.interactions import Interactions
 from fakediscord.models import Channel, Guild, Message, User, Webhook
 from fakediscord.operations import Operations
+from fakediscord.persistence import Journal
 from fakediscord.recording import RecordedRequest, Recorder
 from fakediscord.rest import Api, build_app
 from fakediscord.state import Clock, State
@@ -86,6 +88,11 @@ class FakeDiscord(UserActions):
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self.gateway_url = ""
+        self.journal: Journal | None = None
+        """Where the state is saved change by change, once :meth:`persist` was called."""
+        self.on_save_failed: Callable[[OSError], None] | None = None
+        """Told when saving before a REST answer failed (the answer still goes out: the
+        change is in memory and stays pending for the next save)."""
 
     # lifecycle
 
@@ -101,12 +108,46 @@ class FakeDiscord(UserActions):
         self._api.gateway_url = self.gateway_url
 
     async def stop(self) -> None:
-        """Close every gateway connection, then the server; safe to call twice."""
-        if self._runner is None:
-            return
-        await self.gateway.close_all()
-        await self._runner.cleanup()
-        self._runner = None
+        """Close every gateway connection, then the server, then the journal; safe to call
+        twice."""
+        if self._runner is not None:
+            await self.gateway.close_all()
+            await self._runner.cleanup()
+            self._runner = None
+        if self.journal is not None:
+            self.journal.close(self.state)
+
+    # persistence
+
+    def persist(self, path: Path) -> bool:
+        """Keep the state in ``path`` from now on, saved before every REST answer.
+
+        What the file (and its journal) hold is loaded first; returns whether there was
+        anything. Changes made outside a REST request (the test driver, a page acting
+        as a user) are saved by :meth:`commit`, which their caller calls before it
+        answers in turn. Raises ``ValueError`` naming the file when it is not a state.
+        """
+        journal = Journal(path)
+        found = journal.open(self.state)
+        self.journal = journal
+        self._api.before_answer = self._commit_before_answer
+        return found
+
+    def commit(self) -> int:
+        """Save what changed since the last save (see :class:`Journal`); returns the bytes
+        written. Without :meth:`persist` there is nothing to do. A failed write raises
+        ``OSError``; the change stays pending for the next commit."""
+        if self.journal is None:
+            return 0
+        return self.journal.commit(self.state)
+
+    def _commit_before_answer(self) -> None:
+        try:
+            self.commit()
+        except OSError as exc:
+            if self.on_save_failed is None:
+                raise
+            self.on_save_failed(exc)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -145,6 +186,14 @@ class FakeDiscord(UserActions):
         user = self.state.add_user(name)
         self.join(guild, user, admin=admin)
         return user
+
+    def set_bot_permissions(self, guild: Guild | int, bot: User | int, permissions: int) -> None:
+        """What the bot's managed role in ``guild`` allows from now on (connected bots are
+        told): grant it Pin Messages, or take Manage Webhooks away."""
+        found = self.state.guild(object_id(guild))
+        user_id = object_id(bot)
+        role = next(r for r in found.roles.values() if r.managed and r.bot_id == user_id)
+        self.ops.set_role_permissions(role, permissions)
 
     def add_user(self, name: str) -> User:
         """A user in no guild yet (see :meth:`join`)."""
@@ -200,6 +249,11 @@ class FakeDiscord(UserActions):
             and (name is None or e.name == name)
             and (shard_id is None or e.shard_id == shard_id)
         ]
+
+    def presence(self, user: User | int) -> str:
+        """``online`` while the user (a bot) has an identified gateway connection, else
+        ``offline``: what the member list shows."""
+        return self.gateway.presence(object_id(user))
 
     def channel(self, channel_id: int) -> Channel:
         return self.state.channel(channel_id)

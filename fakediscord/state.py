@@ -33,7 +33,7 @@ from fakediscord.models import (
 from fakediscord.permissions import ADMINISTRATOR, ALL, BOT_DEFAULT, EVERYONE_DEFAULT
 from fakediscord.snowflake import SnowflakeGenerator, shard_of
 
-__all__ = ["Clock", "State", "SystemClock"]
+__all__ = ["Clock", "State", "SystemClock", "jsonable"]
 
 
 class Clock(Protocol):
@@ -291,12 +291,13 @@ class State:
             "interactions": self.interactions,
         }
         return {
-            name: {str(key): _jsonable(dataclasses.asdict(value)) for key, value in table.items()}
+            name: {str(key): jsonable(dataclasses.asdict(value)) for key, value in table.items()}
             for name, table in tables.items()
         }
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON-ready data: datetimes as ISO 8601, bytes as base64."""
     convert: dict[type, Callable[[Any], Any]] = {
         datetime: lambda v: v.isoformat(),
         bytes: lambda v: base64.b64encode(v).decode(),
@@ -304,7 +305,7 @@ def _jsonable(value: Any) -> Any:
     if type(value) in convert:
         return convert[type(value)](value)
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value

@@ -248,6 +248,31 @@ class ThreadDelivery:
 
         return (await self._reliably(record, "bot", once)).message_id
 
+    async def pin(self, record: SessionBindingRecord, message_id: str) -> None:
+        """Pin one of the bot's messages in the record's thread, where Discord lets it.
+
+        Pinning takes Pin Messages, which a thread has from its parent channel (the
+        creator of a thread gets no more), so the bot's rights are checked first, as
+        Discord's clients do; without them, or when Discord refuses anyway, the message
+        simply stays unpinned and one ``delivery.pin_skipped`` line says why. Never
+        raises, never retried, never ends the binding: a pin is a courtesy.
+        """
+        try:
+            thread = await self._thread_of(record)
+            if not _may_pin(thread):
+                reason = "the bot lacks the Pin Messages permission in this thread"
+            else:
+                await thread.get_partial_message(int(message_id)).pin()
+                return
+        except DISCORD_FAILURES as exc:
+            reason = discord_said(exc)
+        _log.info(
+            "delivery.pin_skipped",
+            binding_id=record.binding_id,
+            message_id=message_id,
+            reason=reason,
+        )
+
     # -- one attempt of each -------------------------------------------------------
 
     async def _post(
@@ -428,6 +453,17 @@ _LOST: Final = {THREAD_DELETED: "gone", "thread-archived": "locked"}
 """How a DeliveryError names a lost thread, by the binding's end reason."""
 
 
+def _may_pin(channel: Any) -> bool:
+    """Whether the bot may pin in ``channel``; True when its cache cannot tell (Discord will)."""
+    me = getattr(getattr(channel, "guild", None), "me", None)
+    if me is None:
+        return True
+    try:
+        return bool(channel.permissions_for(me).pin_messages)
+    except (discord.ClientException, AttributeError):  # the parent channel is not cached
+        return True
+
+
 def _raise_if_lost(exc: discord.HTTPException) -> None:
     """Raise _ThreadLost when a Discord error means the binding must end."""
     if exc.code == UNKNOWN_CHANNEL:
@@ -463,11 +499,13 @@ class StatusSink:
     handoff, gets a new presenter; without this each would post its own
     "Status:" message. The line's message id lives in the binding's metadata
     (``status_message_id``): a new presenter edits that message (posted again
-    if someone deleted it).
+    if someone deleted it). Each message that becomes the line is pinned where
+    the bot may pin (:meth:`ThreadDelivery.pin`), so a long thread keeps it in view.
     """
 
     def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord) -> None:
         self._bot = BotSink(delivery, record)
+        self._delivery = delivery
         self._bindings = delivery.bindings
         self._binding_id = record.binding_id
 
@@ -492,6 +530,7 @@ class StatusSink:
             await self._bindings.update_metadata(
                 self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
             )
+            await self._delivery.pin(current, message_id)
 
 
 class ThreadSink:

@@ -1,8 +1,10 @@
 """The local playground: ``python -m bot`` without a Discord token.
 
-A Discord-compatible server on loopback (:mod:`fakediscord`), the real bot
-connected to it, and a small web page to use it, so the product runs out of
-the box. See :mod:`bot.playground.app`.
+A Discord-compatible server on loopback (:mod:`fakediscord`) and a small web page to
+use it, in one process; the real bot in a process of its own, connected to that
+server as to Discord, which the page can stop, kill and start again. So the product
+runs out of the box, and what it promises after downtime can be watched. See
+:mod:`bot.playground.app`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,25 @@
 """The playground: the real bot against a local Discord, with a web page to use it.
 
 ``python -m bot`` without a Discord token (or with ``--playground``) lands here.
-Nothing is simulated on the bot's side: the fake Discord from :mod:`fakediscord`
-listens on loopback with REST and a gateway, the unchanged discord.py client
-connects to it through the same ``api_base_url`` / ``gateway_url`` mechanism a
-proxy would use, and the bot keeps its state in its own SQLite file. The web
-page (:mod:`bot.playground.web`) acts as Discord's client for a few local users.
+This process, the *host*, serves the fake Discord (:mod:`fakediscord`, REST and a
+gateway on loopback) and the page (:mod:`bot.playground.web`), which acts as
+Discord's client for a few local users. The bot runs in a process of its own
+(:mod:`bot.playground.child`) and connects to the fake over loopback exactly as it
+would to Discord. So the page and the Discord outlive the bot: stop or kill it from
+the page (:mod:`bot.playground.supervisor`), and the member list shows it offline
+while people keep writing; start it again, and it catches up on what was written,
+once, as it would after any downtime.
 
-At start the playground makes sure its world exists (a guild with #general and
-#research, a member "alice" and an "admin"), loaded from ``[playground]
-state_file`` when it was saved before. ``spawnSubagentSessions`` is switched on
-unless the file sets it, because threads are what there is to see. Without a
-``[providers]`` table the demo model answers (:mod:`core.providers.demo`).
+At start the host makes sure its world exists (a guild with #general and #research,
+a member "alice" and an "admin", the bot with the Pin Messages permission), loaded
+from ``[playground] state_file`` when it was saved before. The fake saves every
+change to that file before it answers the request that made it (a journal beside
+the file; :class:`fakediscord.persistence.Journal`), so a ``kill -9`` of the bot or
+of the host loses nothing either had been told was done.
 
-Only the first configured account runs here (the playground has one bot user).
-Shutdown runs in reverse: the page and progress line stop, the client
-disconnects, maintenance stops, the fake's state is saved and the fake stops,
-then the services flush and close the store.
+Shutdown runs in reverse: the progress line and the page stop, the bot stops
+cleanly (SIGTERM; killed if it takes too long), then the fake stops and folds its
+journal into the state file.
 """
 
 from __future__ import annotations
@@ -27,30 +30,33 @@ import secrets
 import signal
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import structlog
 
-from adapters.discord.endpoints import Endpoints, use_endpoints
-from adapters.discord.manager import ManagerRegistry
-from bot.app import shut_down
-from bot.client import ThreadboundClient
 from bot.playground.progress import Counts, Progress
+from bot.playground.runner import (
+    DEMO_AGENTS,
+    BotLink,
+    PlaygroundError,
+    demo_provider,
+    playground_config,
+)
+from bot.playground.supervisor import BotControl, BotProcess, InProcessBot
 from bot.playground.view import World
 from bot.playground.web import PlaygroundWeb
-from bot.wiring import Services, build_services
-from core.agent.usage import ModelInfo
-from core.config import AcpAgentConfig, AgentProfile, Config, McpServerConfig
-from core.errors import ThreadboundError
+from bot.wiring import Services
+from core.config import Config
 from core.logging import configure_logging, shutdown_logging
 from core.providers.demo import DemoProvider
 from core.providers.types import Provider
 from fakediscord import FakeDiscord
-from fakediscord.persistence import load_state, save_state
+from fakediscord.permissions import PIN_MESSAGES
 
 __all__ = [
     "ADMIN_NAME",
     "CHANNEL_NAMES",
+    "DEMO_AGENTS",
     "GUILD_NAME",
     "HOST",
     "MEMBER_NAME",
@@ -65,97 +71,17 @@ GUILD_NAME = "Playground"
 CHANNEL_NAMES = ("general", "research")
 MEMBER_NAME, ADMIN_NAME = "alice", "admin"
 BOT_NAME = "threadbound"
-SAVE_EVERY_SECONDS = 5.0
 KEEP_REQUESTS = 2000
-READY_TIMEOUT = 30.0
+READY_TIMEOUT = 120.0
+"""How long the bot may take to connect: a process of its own imports the whole bot
+first, which a loaded machine does slowly."""
 
 _log = structlog.get_logger("bot.playground")
 
 
-class PlaygroundError(ThreadboundError):
-    """The playground cannot start (its port is taken, its state file is unreadable)."""
-
-
-DEMO_AGENTS = {
-    "scout": AgentProfile(
-        display_name="Scout",
-        tools=["sleep", "spawn_subagent", "mcp:demo"],
-        handoff_to=["writer"],
-    ),
-    "writer": AgentProfile(display_name="Writer", tools=["sleep"], user_startable=False),
-    "coder": AgentProfile(display_name="Coder", acp="demo"),
-}
-"""Agents for a file with no ``[agents]``: Scout starts, and hands off to Writer, so the
-brief button and the Accept / Reject buttons can be tried; Scout has the demo MCP
-server's tools (a tool line; "note" in the task asks for approval). Coder is an
-external agent over ACP (:mod:`bot.playground.demo_agent`): a plan, streamed words
-and a permission prompt with the agent's own options."""
-
-DEMO_ACP_AGENTS = {
-    "demo": AcpAgentConfig(
-        command=["python", str(Path(__file__).with_name("demo_agent.py"))],
-        workspace_dir="playground-workspaces",
-    )
-}
-"""The demo external agent, added for the demo agents (a file with no ``[agents]``)."""
-
-DEMO_MCP_SERVERS = {
-    "demo": McpServerConfig(
-        command=[sys.executable, str(Path(__file__).with_name("demo_tools.py"))],
-        require_approval=["write_note"],
-    )
-}
-"""The demo MCP server (:mod:`bot.playground.demo_tools`), added for the demo agents
-(a file with no ``[agents]``)."""
-
-
-DEMO_MODEL_INFO = ModelInfo(vision=True)
-"""The demo model takes images (it names them in its answer), so an upload can be tried."""
-
-
-def playground_config(config: Config, fake: FakeDiscord, guild_id: int) -> Config:
-    """The bot's configuration inside the playground.
-
-    Only what must differ changes: Discord's addresses become the fake's, commands
-    sync to the playground guild (instantly), the store is the playground's own
-    SQLite file, spawnSubagentSessions is on unless the file decided it, and a
-    file with no agents gets :data:`DEMO_AGENTS`.
-    """
-    discord_level = config.channels.discord
-    bindings = discord_level.thread_bindings
-    if bindings.spawn_subagent_sessions is None:
-        bindings = bindings.model_copy(update={"spawn_subagent_sessions": True})
-    channels = config.channels.model_copy(
-        update={"discord": discord_level.model_copy(update={"thread_bindings": bindings})}
-    )
-    endpoints = config.discord.model_copy(
-        update={
-            "api_base_url": f"{fake.base_url}/api/v10",
-            "gateway_url": fake.gateway_url,
-            "command_guild_ids": [guild_id],
-        }
-    )
-    store = config.store.model_copy(update={"url": f"sqlite:///{config.playground.store_file}"})
-    agents = config.agents or dict(DEMO_AGENTS)
-    servers = config.mcp_servers
-    external = config.acp_agents
-    if not config.agents:  # the demo agents use the demo server and agent
-        servers = {**DEMO_MCP_SERVERS, **servers}
-        external = {**DEMO_ACP_AGENTS, **external}
-    return config.model_copy(
-        update={
-            "channels": channels,
-            "discord": endpoints,
-            "store": store,
-            "agents": agents,
-            "mcp_servers": servers,
-            "acp_agents": external,
-        }
-    )
-
-
 def _seed(fake: FakeDiscord) -> tuple[str, World]:
-    """Make sure the bot, the guild, its channels and the two users exist (idempotent).
+    """Make sure the bot (allowed to pin), the guild, its channels and the two users exist
+    (idempotent).
 
     Returns the bot's token and the world made.
     """
@@ -179,19 +105,26 @@ def _seed(fake: FakeDiscord) -> tuple[str, World]:
             (state.users[uid] for uid in guild.members if state.users[uid].username == name), None
         )
         members.append(user or fake.add_member(guild, name, admin=admin))
+    role = next(r for r in guild.roles.values() if r.managed and r.bot_id == bot.id)
+    if not role.permissions & PIN_MESSAGES:  # as a guild that invited it with Pin Messages
+        fake.set_bot_permissions(guild, bot, role.permissions | PIN_MESSAGES)
     world = World(guild_id=guild.id, bot_user_id=bot.id, member_ids=tuple(u.id for u in members))
     return token, world
 
 
 class Playground:
-    """The fake Discord, the bot connected to it, and the web page; start, then stop.
+    """The fake Discord, the web page, and the bot connected to them; start, then stop.
 
     Args:
         config: the loaded configuration (its ``[playground]`` table, flags, agents).
-        provider: the model; default: the demo model when no ``[providers]`` table
-            exists, else the configured provider.
+        provider: the model of an in-process bot; default: the demo model when no
+            ``[providers]`` table exists, else the configured provider.
         port: overrides ``[playground] port`` (tests pass 0).
         progress: where the progress line goes; None: no progress line.
+        min_edit_interval: the bot's pace of stream edits (tests make it short).
+        bot_process: run the bot in a process of its own (what ``python -m bot`` does:
+            the page's Kill then works); False runs it in this process, where tests
+            can read its :attr:`services`. The process loads ``config.config_path``.
     """
 
     def __init__(
@@ -202,27 +135,21 @@ class Playground:
         port: int | None = None,
         progress: TextIO | None = None,
         min_edit_interval: float = 1.0,
+        bot_process: bool = False,
     ) -> None:
         self.config = config
         self.settings = config.playground
         self.port = self.settings.port if port is None else port
-        if provider is None and not config.providers:
-            provider = DemoProvider(
-                sleep_seconds=self.settings.demo_sleep_seconds, steps=self.settings.demo_steps
-            )
-        self.provider = provider
-        self.demo = isinstance(provider, DemoProvider)
+        self.provider = provider if provider is not None else demo_provider(config)
+        self.demo = isinstance(self.provider, DemoProvider)
         self.fake = FakeDiscord(wait_timeout=READY_TIMEOUT, keep_requests=KEEP_REQUESTS)
         self._progress_stream = progress
         self._min_edit_interval = min_edit_interval
-        self.services: Services | None = None
-        self.client: ThreadboundClient | None = None
+        self._bot_process = bot_process
+        self.bot: BotControl | None = None
         self.web: PlaygroundWeb | None = None
         self.world: World | None = None
         self.url = ""
-        self._tasks: list[asyncio.Task[None]] = []
-        self._client_run: asyncio.Task[None] | None = None
-        self._previous: Endpoints | None = None
         self._progress: Progress | None = None
         self._stack = contextlib.AsyncExitStack()
 
@@ -233,21 +160,23 @@ class Playground:
         return self.config.base_dir / self.settings.state_file
 
     @property
-    def client_task(self) -> asyncio.Task[None] | None:
-        """The discord.py client's run; it ending means the bot disconnected for good."""
-        return self._client_run
+    def services(self) -> Services | None:
+        """The bot's services while it runs in this process; None otherwise."""
+        return self.bot.services if isinstance(self.bot, InProcessBot) else None
 
     def counts(self) -> Counts:
-        """Live sessions, bindings, and messages the bot or its webhooks created."""
-        services, world = self.services, self.world
-        if services is None or world is None:
+        """Live sessions and bindings (as the bot tells), and messages the bot or its
+        webhooks created; and whether the bot is online."""
+        world = self.world
+        if world is None or self.bot is None:
             return Counts(0, 0, 0)
         deliveries = sum(
             1
             for m in self.fake.state.messages.values()
             if m.webhook_id is not None or m.author_id == world.bot_user_id
         )
-        return Counts(len(services.runtime.resident()), len(services.bindings), deliveries)
+        sessions, bindings = self.bot.counts()
+        return Counts(sessions, bindings, deliveries, bot=self.fake.presence(world.bot_user_id))
 
     async def start(self) -> str:
         """Start everything; returns the page's URL. On failure, what started is stopped."""
@@ -261,13 +190,24 @@ class Playground:
         path = self.state_path
         if path is not None:
             try:
-                load_state(self.fake.state, path)
+                self.fake.persist(path)
             except ValueError as exc:
                 raise PlaygroundError(f"{exc}; move the file away to start afresh") from None
+            self.fake.on_save_failed = self._save_failed
         token, self.world = _seed(self.fake)
+        self.fake.commit()
         await self.fake.start()
         self._stack.push_async_callback(self.fake.stop)
-        self.web = PlaygroundWeb(self.fake, self.world, host=HOST, port=self.port)
+        link = BotLink(
+            base_url=self.fake.base_url,
+            gateway_url=self.fake.gateway_url,
+            guild_id=self.world.guild_id,
+            bot_user_id=self.world.bot_user_id,
+            token=token,
+            min_edit_interval=self._min_edit_interval,
+        )
+        self.bot = self._control(link)
+        self.web = PlaygroundWeb(self.fake, self.world, host=HOST, port=self.port, bot=self.bot)
         try:
             self.url = await self.web.start()  # first: a taken port fails before the bot starts
         except OSError as exc:
@@ -276,30 +216,8 @@ class Playground:
                 f"cannot listen on {HOST}:{self.port} ({exc.strerror or exc}); "
                 "set another port in [playground] port (0 picks a free one)"
             ) from None
-        config = playground_config(self.config, self.fake, self.world.guild_id)
-        store = self.config.base_dir / self.settings.store_file
-        store.parent.mkdir(parents=True, exist_ok=True)
-        self.services = await build_services(
-            config,
-            provider=self.provider,
-            provider_info=DEMO_MODEL_INFO if self.demo else None,
-            single_process=True,
-        )
-        self._stack.push_async_callback(self.services.close)
-        self._previous = use_endpoints(f"{self.fake.base_url}/api/v10", self.fake.gateway_url)
-        account_id = config.account_ids()[0]
-        self.client = ThreadboundClient(
-            account_id, self.services, ManagerRegistry(), min_edit_interval=self._min_edit_interval
-        )
-        await self._connect(token, self.world.bot_user_id)
-        self._tasks.append(
-            asyncio.create_task(
-                self.services.maintain(),
-                name="playground-maintenance",
-            )
-        )
-        if path is not None:
-            self._tasks.append(asyncio.create_task(self._save_loop(path), name="playground-save"))
+        await self.bot.start()
+        await self._wait_ready()
         if self._progress_stream is not None:
             self._progress = Progress(self._progress_stream, self.counts, self.url)
             self._progress.start()
@@ -307,29 +225,39 @@ class Playground:
             "playground.started",
             url=self.url,
             demo_model=self.demo,
-            live_bindings=len(self.services.bindings),
+            live_bindings=self.bot.counts()[1],
         )
         return self.url
 
-    async def _connect(self, token: str, bot_user_id: int) -> None:
-        """Start the client and return once it is ready (or raise why it stopped)."""
-        assert self.client is not None
-        self._client_run = asyncio.create_task(self.client.start(token), name="playground-client")
-        if await self.fake.wait_ready_or_stopped(bot_user_id, self._client_run) is None:
-            raise PlaygroundError("the bot stopped before it was ready in the playground")
+    def _control(self, link: BotLink) -> BotControl:
+        notify = self.fake.state.changed.notify  # the page hears of it
+        if self._bot_process:
+            return BotProcess(link, config_path=self.config.config_path, on_change=notify)
+        return InProcessBot(self.config, link, provider=self.provider, on_change=notify)
 
-    async def _save_loop(self, path: Path) -> None:
-        """Save the fake's state a few seconds after it changes (and at shutdown)."""
-        while True:
-            await self.fake.state.changed.wait_next()
-            await asyncio.sleep(SAVE_EVERY_SECONDS)  # batch a burst of changes into one write
-            self._save(path)
-
-    def _save(self, path: Path) -> None:
+    async def _wait_ready(self) -> None:
+        """Return once the bot's client is ready on the fake's gateway, or say why not."""
+        assert self.bot is not None
+        assert self.world is not None
+        ended = asyncio.ensure_future(self.bot.wait_ended())
         try:
-            save_state(self.fake.state, path)
-        except OSError as exc:
-            _log.warning("playground.save_failed", path=str(path), error=str(exc))
+            ready = await self.fake.wait_ready_or_stopped(self.world.bot_user_id, ended)
+        except TimeoutError:
+            raise PlaygroundError(
+                f"the bot did not connect to the playground within {READY_TIMEOUT:.0f} s"
+            ) from None
+        finally:
+            ended.cancel()
+            await asyncio.gather(ended, return_exceptions=True)
+        if ready is None:
+            code = self.bot.exit_code
+            raise PlaygroundError(
+                "the bot stopped before it was ready in the playground"
+                + (f" (exit status {code}; its own message is above)" if code else "")
+            )
+
+    def _save_failed(self, exc: OSError) -> None:
+        _log.warning("playground.save_failed", path=str(self.state_path), error=str(exc))
 
     async def stop(self) -> None:
         """Stop in reverse order; safe after a failed start and safe to call twice."""
@@ -339,27 +267,11 @@ class Playground:
         if self.web is not None:
             await self.web.stop()
             self.web = None
-        if self.client is not None:
-            if self.services is not None:
-                await shut_down(self.services, [self.client])
-            else:
-                await self.client.close()
-            if self._client_run is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    async with asyncio.timeout(10):
-                        await asyncio.gather(self._client_run, return_exceptions=True)
-            self.client = None
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        path = self.state_path
-        if path is not None and self.world is not None:
-            self._save(path)
+        if self.bot is not None:
+            if self.bot.state == "running":
+                await self.bot.stop()
+            await self.bot.wait_ended()
         await self._stack.aclose()
-        if self._previous is not None:
-            use_endpoints(self._previous.api_base_url, self._previous.gateway_url)
-            self._previous = None
 
     async def __aenter__(self) -> Playground:
         await self.start()
@@ -376,7 +288,11 @@ def _say(text: str, stream: TextIO | None = None) -> None:
 
 
 async def run_playground(config: Config, *, reason: str = "") -> int:
-    """Run the playground until SIGINT or SIGTERM; returns the exit status."""
+    """Run the playground until SIGINT or SIGTERM; returns the exit status.
+
+    The bot runs in its own process; stopping it from the page leaves this one (and
+    the page) running until Ctrl-C.
+    """
     console = config.logging.console and not sys.stderr.isatty()  # a TTY shows the progress line
     tokens = [t for a in config.account_ids() if (t := config.account_token(a))]
     configure_logging(
@@ -390,12 +306,20 @@ async def run_playground(config: Config, *, reason: str = "") -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    playground = Playground(config, progress=sys.stderr)
+    playground = Playground(config, progress=sys.stderr, bot_process=True)
     try:
         if reason:
             _say(f"threadbound: {reason}")
+        starting = asyncio.create_task(playground.start())
+        asked = asyncio.create_task(stop.wait())
+        await asyncio.wait({starting, asked}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():  # Ctrl-C while the bot was still connecting
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            return 0
+        asked.cancel()
         try:
-            url = await playground.start()
+            url = starting.result()
         except PlaygroundError as exc:
             _say(f"threadbound: {exc}", sys.stderr)
             return 2
@@ -407,19 +331,15 @@ async def run_playground(config: Config, *, reason: str = "") -> int:
         _say(f"threadbound playground: open {url}")
         _say(
             f"  a local Discord with #{' #'.join(CHANNEL_NAMES)}; act as {MEMBER_NAME} or "
-            f"{ADMIN_NAME}; answers come from {model}. Ctrl-C stops."
+            f"{ADMIN_NAME}; answers come from {model}. The page's Stop / Kill / Start "
+            "buttons control the bot; Ctrl-C stops everything."
         )
         log_path = config.json_log_path()
         if log_path is not None and not console:
             _say(f"  logs: {log_path}")
-        waiter = asyncio.create_task(stop.wait())
-        watched: set[asyncio.Future[Any]] = {waiter}
-        if playground.client_task is not None:
-            watched.add(playground.client_task)
-        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        return 0 if stop.is_set() else 1
+        await stop.wait()
+        return 0
     finally:
         await playground.stop()
-        _log.info("bot.stopped")
+        _log.info("playground.stopped")
         shutdown_logging()

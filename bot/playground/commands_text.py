@@ -11,7 +11,11 @@ Syntax, close to what Discord's own client accepts when pasted:
 
 - words after the ``/`` name the command, then its subcommand group and subcommand;
 - ``name:value`` sets an option; the value may be quoted (``"…"``, ``'…'`` or
-  ``“…”``), with ``\\"`` inside double quotes;
+  ``“…”``), with ``\\"`` inside double quotes. An unquoted text value runs to the
+  next ``option:`` that is one of the command's own options, as in Discord's box:
+  ``task:look into the logs mode:session`` is the task "look into the logs" (a word
+  like ``note:`` or ``http://`` that names no option stays in the value); a value
+  with choices, a number, a flag or a mention is one word;
 - other words are joined into the first option not given by name
   (``/steer change course`` is ``/steer text:"change course"``);
 - values are typed from the definition: integers, numbers, booleans (true/false,
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -73,10 +77,17 @@ class CommandTextError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Token:
-    """A word of the command line: ``name`` is set for ``name:value`` words."""
+    """A word of the command line: ``name`` is set for ``name:value`` words.
+
+    ``start`` and ``end`` are where its value lies in the text (a quoted one with its
+    quotes), so an unquoted value can be extended over the words after it as typed.
+    """
 
     value: str
     name: str | None = None
+    quoted: bool = field(default=False, compare=False)
+    start: int = field(default=0, compare=False)
+    end: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +146,42 @@ def tokenize(text: str) -> list[Token]:
             index += 1
         else:
             index = start
+        begin = index
+        quoted = index < length and text[index] in _QUOTES
         value, index = _read_value(text, index)
-        tokens.append(Token(value=value, name=name))
+        tokens.append(Token(value=value, name=name, quoted=quoted, start=begin, end=index))
     return tokens
+
+
+def _gather(tokens: list[Token], text: str, definitions: Sequence[Json]) -> list[Token]:
+    """Let each unquoted text option take the words after it, up to the next real option.
+
+    ``text`` is what ``tokens`` were read from: the value is cut from it as typed
+    (spaces and line breaks kept). Options with choices or of another type keep
+    one word, so ``mode:run dig into logs`` still gives the loose words to the task.
+    """
+    by_name = {str(d["name"]).lower(): d for d in definitions}
+    gathered: list[Token] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        definition = by_name.get(token.name or "")
+        if definition is None or token.quoted or not _takes_words(definition):
+            gathered.append(token)
+            continue
+        end = token.end
+        while index < len(tokens) and (tokens[index].name or "") not in by_name:
+            end = tokens[index].end
+            index += 1
+        value = text[token.start : end].strip()
+        gathered.append(Token(value, token.name, start=token.start, end=end))
+    return gathered
+
+
+def _takes_words(definition: Json) -> bool:
+    """A free text option: its unquoted value may be several words."""
+    return int(definition.get("type", STRING)) == STRING and not definition.get("choices")
 
 
 def _read_value(text: str, index: int) -> tuple[str, int]:
@@ -204,7 +248,9 @@ def parse_command(
             )
         path.append(str(found["name"]))
         node, rest = found, rest[1:]
-    options = _options(path, list(node.get("options") or []), rest, resolve)
+    definitions_here = list(node.get("options") or [])
+    rest = _gather(rest, line[1:], definitions_here)
+    options = _options(path, definitions_here, rest, resolve)
     return ParsedCommand(path=tuple(path), options=options)
 
 
@@ -239,7 +285,8 @@ def _walk_typing(
     head: str, definitions: Sequence[Json]
 ) -> tuple[list[str], Json, dict[str, str]] | None:
     """The command path of ``head`` and the ``name:value`` options typed in it, as text."""
-    tokens = tokenize(head.strip()[1:])
+    line = head.strip()[1:]
+    tokens = tokenize(line)
     chat_input = [d for d in definitions if int(d.get("type", 1)) == 1]
     if not tokens or tokens[0].name is not None:
         return None
@@ -255,7 +302,9 @@ def _walk_typing(
             return None
         path.append(str(found["name"]))
         node, rest = found, rest[1:]
-    known = {str(d["name"]).lower(): str(d["name"]) for d in node.get("options") or []}
+    options = list(node.get("options") or [])
+    known = {str(d["name"]).lower(): str(d["name"]) for d in options}
+    rest = _gather(rest, line, options)
     typed = {known[t.name]: t.value for t in rest if t.name is not None and t.name in known}
     return path, node, typed
 

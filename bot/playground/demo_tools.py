@@ -5,11 +5,17 @@ other server, so the playground shows real tool calls without installing
 anything: ``roll_dice`` answers at once (a compact tool line in the thread),
 ``write_note`` is configured to need approval (the Allow / Deny buttons).
 Notes live in this process's memory only; it is a demo.
+
+When the bot goes away without a goodbye (a ``kill -9``), the server's stdout
+is a broken pipe: it then exits quietly, with status 0, instead of printing the
+SDK's fifty-line traceback into the terminal the playground runs in.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import sys
 
 from mcp.server.mcpserver import MCPServer
 
@@ -33,5 +39,22 @@ def write_note(text: str) -> str:
     return f"note {len(_notes)} kept: {text[:80]}"
 
 
+def main() -> int:
+    """Serve over stdio until the bot closes the pipes (or dies: a broken pipe is no error)."""
+    try:
+        server.run()
+    except* (BrokenPipeError, ConnectionResetError):
+        _silence_stdout()
+    return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush of what the dead
+    pipe could not take does not print "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 if __name__ == "__main__":
-    server.run()
+    sys.exit(main())

@@ -1,7 +1,8 @@
 """A one-line progress display for the playground's terminal.
 
 The person who typed the run command should see that something is alive without
-reading logs: live sessions, bindings, deliveries and where the page is. On a
+reading logs: live sessions, bindings, deliveries, where the page is, and whether
+the bot is online (it may have been stopped from the page). On a
 terminal the line is rewritten in place (``\\r``) twice a second; into a pipe or a
 file (CI, a test) a full line is written every few seconds instead, and only
 when something changed, so the output stays readable.
@@ -26,13 +27,16 @@ class Counts:
     sessions: int
     bindings: int
     deliveries: int
+    bot: str = ""
+    """``online`` or ``offline`` (stopped from the page); "" when not known."""
 
 
 def format_line(counts: Counts, url: str) -> str:
-    return (
+    line = (
         f"playground {url} · live sessions {counts.sessions} · bindings {counts.bindings}"
         f" · deliveries {counts.deliveries}"
     )
+    return f"{line} · bot {counts.bot}" if counts.bot else line
 
 
 class Progress:

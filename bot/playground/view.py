@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.playground.commands_text import help_entries
 from bot.playground.markdown import Names, render_markdown
+from bot.playground.supervisor import BotControl
 from fakediscord import (
     MAX_CONTENT,
     MAX_FILE_BYTES,
@@ -22,6 +23,7 @@ from fakediscord import (
     Message,
 )
 from fakediscord.interactions import LOADING
+from fakediscord.operations import CHANNEL_PINNED_MESSAGE
 from fakediscord.payloads import attachment_url
 from fakediscord.permissions import ADMINISTRATOR
 
@@ -44,9 +46,29 @@ class World:
 class PageView:
     """Reads the fake Discord's state into what the page draws."""
 
-    def __init__(self, fake: FakeDiscord, world: World) -> None:
+    def __init__(self, fake: FakeDiscord, world: World, *, bot: BotControl | None = None) -> None:
         self.fake = fake
         self.world = world
+        self.bot = bot
+
+    def bot_status(self) -> Json:
+        """The bot as the member list and its controls show it.
+
+        ``presence`` comes from the fake's gateway (online while its connection is
+        identified); ``process`` says what the playground did with it (running,
+        stopping, stopped) and ``exit_code`` how its last run ended.
+        """
+        bot = self.fake.state.users[self.world.bot_user_id]
+        control = self.bot
+        return {
+            "id": str(bot.id),
+            "name": bot.username,
+            "presence": self.fake.presence(bot.id),
+            "process": control.state if control is not None else "running",
+            "exit_code": control.exit_code if control is not None else None,
+            "controls": control is not None,
+            "can_kill": bool(control is not None and control.can_kill),
+        }
 
     def snapshot(self) -> Json:
         """The guild, its channels and threads, the users to act as, and the command help."""
@@ -61,7 +83,10 @@ class PageView:
             user = state.users[user_id]
             admin = state.permissions(guild.id, user_id) & ADMINISTRATOR
             users.append({"id": str(user_id), "name": user.username, "admin": bool(admin)})
-        bot = state.users[self.world.bot_user_id]
+        bot = self.bot_status()
+        members = [{**bot, "bot": True, "status": bot["presence"]}] + [
+            {"id": u["id"], "name": u["name"], "bot": False, "status": "online"} for u in users
+        ]
         return {
             "guild": {"id": str(guild.id), "name": guild.name},
             "channels": [
@@ -83,7 +108,8 @@ class PageView:
                 if r.id != guild.id
             ],
             "limits": {"content": MAX_CONTENT, "files": MAX_FILES, "file_bytes": MAX_FILE_BYTES},
-            "bot": {"id": str(bot.id), "name": bot.username},
+            "bot": bot,
+            "members": members,
             "commands": [
                 {"usage": e.usage, "description": e.description}
                 for e in help_entries(self.definitions())
@@ -150,9 +176,11 @@ class PageView:
                 for r in message.reactions
             ],
             "ephemeral": message.ephemeral,
+            "pinned": message.pinned,
             "loading": bool(message.flags & LOADING),
             "thread": None,
             "reference_channel_id": None,
+            "reference_message_id": None,
             "interaction": None,
         }
         if message.thread_id is not None and message.thread_id in state.channels:
@@ -161,6 +189,8 @@ class PageView:
         reference = message.message_reference or {}
         if reference.get("channel_id"):
             rendered["reference_channel_id"] = str(reference["channel_id"])
+        if message.type == CHANNEL_PINNED_MESSAGE and reference.get("message_id"):
+            rendered["reference_message_id"] = str(reference["message_id"])
         interaction = state.interactions.get(message.interaction_id or 0)
         if interaction is not None and interaction.type == 2:
             invoker = state.users.get(interaction.user_id)
@@ -208,6 +238,7 @@ class PageView:
     def fingerprints(self) -> tuple[Any, dict[int, int]]:
         """A token for the channel list, and one per channel that changes with its messages."""
         state = self.fake.state
+        bot = self.bot_status()
         tree = hash(
             tuple(
                 (c.id, c.name, c.archived, c.locked, c.parent_id)
@@ -215,6 +246,7 @@ class PageView:
                 if c.guild_id == self.world.guild_id
             )
             + tuple((c.id, c.version) for c in state.commands.values())
+            + ((bot["presence"], bot["process"], bot["exit_code"]),)
         )
         channels: dict[int, int] = {}
         for channel_id, ids in state.channel_messages.items():
@@ -229,6 +261,7 @@ class PageView:
                         m.edited_timestamp,
                         m.flags,
                         m.thread_id,
+                        m.pinned,
                         len(m.attachments),
                         tuple((r.key, len(r.user_ids)) for r in m.reactions),
                     )

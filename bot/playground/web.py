@@ -18,8 +18,17 @@ Routes: ``GET /`` the page; ``GET /api/state``; ``GET /api/channels/{id}/message
 form with ``files`` parts (an upload); ``POST /api/command``
 ``{channel_id, user_id, text}``; ``POST /api/autocomplete`` ``{channel_id, user_id,
 text}`` (the bot's choices for the option being typed at the end of ``text``);
-``POST /api/click`` ``{message_id, custom_id, user_id[, values]}``; ``GET /api/events``
-(SSE); ``GET /favicon.ico``.
+``POST /api/click`` ``{message_id, custom_id, user_id[, values]}``; ``POST /api/bot``
+``{action: "stop" | "kill" | "start"}`` (the bot's controls; answered once a stop or a
+kill has ended the bot, or once a start has launched it); ``GET /api/events`` (SSE);
+``GET /favicon.ico``.
+
+Every request that changes something is saved before it is answered (the fake's
+journal, :meth:`FakeDiscord.commit`): what the page was told was sent is on disk.
+While the bot is offline, messages are accepted (they wait in the channel, as on
+Discord, and the bot reads them back when it starts); commands and button presses
+are refused with a line saying so, as Discord's client says an application did
+not respond.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import BodyPartReader, web
 
 from bot.playground.commands_text import (
@@ -39,11 +49,12 @@ from bot.playground.commands_text import (
     parse_command,
     parse_typing,
 )
+from bot.playground.supervisor import BotControl, BotControlError
 from bot.playground.view import PageView, World
 from fakediscord import MAX_CONTENT, MAX_FILE_BYTES, MAX_FILES, FakeDiscord, UserFile
 from fakediscord.errors import DiscordError
 
-__all__ = ["STATIC_DIR", "PlaygroundWeb"]
+__all__ = ["STATIC_DIR", "PlaygroundWeb", "offline_refusal"]
 
 STATIC_DIR = Path(__file__).with_name("static")
 KEEPALIVE_SECONDS = 15.0
@@ -57,8 +68,18 @@ READ_CHUNK = 64 * 1024
 FIELD_MAX_BYTES = 64 * 1024
 """A text field (ids, the message) is far smaller; more is not a message."""
 
+
+def offline_refusal(bot_name: str) -> str:
+    """What a command or a button press gets while the bot is down."""
+    return (
+        f"{bot_name} is offline: commands and buttons need it running. Messages you write "
+        "are kept, and read back when it starts (Start, under its name in Members)."
+    )
+
+
 Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_log = structlog.get_logger("bot.playground")
 
 
 class BadRequest(Exception):
@@ -75,10 +96,19 @@ def _int(body: Json, key: str) -> int:
 class PlaygroundWeb:
     """The aiohttp application over one :class:`FakeDiscord`."""
 
-    def __init__(self, fake: FakeDiscord, world: World, *, host: str, port: int) -> None:
+    def __init__(
+        self,
+        fake: FakeDiscord,
+        world: World,
+        *,
+        host: str,
+        port: int,
+        bot: BotControl | None = None,
+    ) -> None:
         self.fake = fake
         self.world = world
-        self.view = PageView(fake, world)
+        self.bot = bot
+        self.view = PageView(fake, world, bot=bot)
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
@@ -100,6 +130,7 @@ class PlaygroundWeb:
         app.router.add_post("/api/command", self._command)
         app.router.add_post("/api/autocomplete", self._autocomplete)
         app.router.add_post("/api/click", self._click)
+        app.router.add_post("/api/bot", self._control)
         app.router.add_get("/api/events", self._events)
         return app
 
@@ -131,7 +162,8 @@ class PlaygroundWeb:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Refuse requests from elsewhere; answer a bad request with a JSON error."""
+        """Refuse requests from elsewhere; answer a bad request with a JSON error; save
+        what a request changed before it is answered."""
         refused = self._refuse_foreign(request)
         if refused is not None:
             return web.json_response({"error": refused}, status=403)
@@ -141,6 +173,24 @@ class PlaygroundWeb:
             return web.json_response({"error": str(exc)}, status=400)
         except DiscordError as exc:
             return web.json_response({"error": exc.message}, status=exc.status)
+        finally:
+            if request.method not in ("GET", "HEAD", "OPTIONS"):
+                self._save()
+
+    def _save(self) -> None:
+        try:
+            self.fake.commit()
+        except OSError as exc:
+            journal = self.fake.journal
+            path = str(journal.path) if journal is not None else ""
+            _log.warning("playground.save_failed", path=path, error=str(exc))
+
+    def _online(self) -> bool:
+        return self.fake.presence(self.world.bot_user_id) == "online"
+
+    def _offline(self) -> web.Response:
+        name = self.fake.state.users[self.world.bot_user_id].username
+        return web.json_response({"error": offline_refusal(name)}, status=503)
 
     def _refuse_foreign(self, request: web.Request) -> str | None:
         """Why a request from outside the playground's own page is refused, or None.
@@ -244,6 +294,8 @@ class PlaygroundWeb:
             parsed = parse_command(text, self.view.definitions(), resolve=self._resolve)
         except CommandTextError as exc:
             raise BadRequest(str(exc)) from None
+        if not self._online():
+            return self._offline()
         try:
             handle = await self.fake.invoke_command(
                 self.world.guild_id,
@@ -272,7 +324,7 @@ class PlaygroundWeb:
         channel_id = self._channel(_int(body, "channel_id"))
         user_id = self._member(_int(body, "user_id"))
         typing = parse_typing(str(body.get("text") or ""), self.view.definitions())
-        if typing is None:
+        if typing is None or not self._online():
             return web.json_response({"choices": []})
         try:
             handle = await self.fake.autocomplete(
@@ -322,6 +374,8 @@ class PlaygroundWeb:
         if message is None or message.guild_id != self.world.guild_id:
             raise BadRequest("no such message")
         values = body.get("values")
+        if not self._online():
+            return self._offline()
         try:
             if isinstance(values, list):
                 picked = [str(v) for v in values]
@@ -333,6 +387,22 @@ class PlaygroundWeb:
         except RuntimeError:
             return web.json_response({"error": "the bot is not connected yet"}, status=503)
         return web.json_response({"interaction_id": str(handle.id)})
+
+    async def _control(self, request: web.Request) -> web.Response:
+        """The bot's Stop (clean, as Ctrl-C), Kill (SIGKILL) and Start."""
+        body = await self._body(request)
+        action = str(body.get("action") or "")
+        if self.bot is None:
+            raise BadRequest("this playground has no bot to control")
+        actions = {"stop": self.bot.stop, "kill": self.bot.kill, "start": self.bot.start}
+        if action not in actions:
+            raise BadRequest("action must be stop, kill or start")
+        try:
+            await actions[action]()
+        except BotControlError as exc:
+            return web.json_response({"error": str(exc)}, status=409)
+        _log.info("playground.bot_control", action=action)
+        return web.json_response({"bot": self.view.bot_status()})
 
     # live updates
 

@@ -9,6 +9,7 @@ recorded first (so even a fault or a 404 for an unimplemented route shows up in
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,9 @@ class Api:
     """Set once the server listens (the port is only known then)."""
     shards: int = 1
     """What ``GET /gateway/bot`` recommends to sharded clients."""
+    before_answer: Callable[[], None] | None = None
+    """Called after a route ran and before its answer leaves (the playground saves the
+    state there, so nothing answered is ever lost); None: nothing to do."""
 
 
 API_KEY = web.AppKey("fakediscord.api", Api)
@@ -173,6 +177,8 @@ async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
         )
     )
     answer = await _answer(api, request, handler, record)
+    if api.before_answer is not None:
+        api.before_answer()
     api.recorder.answered(record, answer.status)
     return answer
 

@@ -1,4 +1,4 @@
-"""Channel routes: channels and threads, their messages, reactions, typing, thread members.
+"""Channel routes: channels and threads, their messages, pins, reactions, typing, thread members.
 
 Bot sends obey the same thread rules as webhook sends (archived → reopened unless
 locked, 50083), and a bot may edit only its own messages (50005), as on Discord.
@@ -7,6 +7,7 @@ locked, 50083), and a bot may edit only its own messages (50005), as on Discord.
 from __future__ import annotations
 
 import mimetypes
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -117,6 +118,51 @@ async def create_message(request: web.Request) -> web.Response:
         channel.id, author, body_of(request) or {}, attachments=attachments
     )
     return json_response(payloads.message(api.state, message, viewer_id=author))
+
+
+# Pins: the current routes (``/messages/pins``) and the deprecated ones (``/pins``) that
+# older clients use. Registered before the message routes, which ``pins`` would match.
+PINS = CHANNEL + "/messages/pins"
+OLD_PINS = CHANNEL + "/pins"
+
+
+@routes.get(PINS)
+async def list_pins(request: web.Request) -> web.Response:
+    """``{"items": [{"pinned_at", "message"}], "has_more"}``, the newest pin first."""
+    api = request.app[API_KEY]
+    channel = _channel(request)
+    limit = max(1, min(int(request.query.get("limit", 50)), 50))
+    viewer = bot_of(request).user_id
+    pinned = api.ops.pins(channel.id)
+    if "before" in request.query:
+        before = datetime.fromisoformat(request.query["before"])
+        pinned = [m for m in pinned if m.pinned_at is not None and m.pinned_at < before]
+    items = [
+        {
+            "pinned_at": payloads.timestamp(m.pinned_at),
+            "message": payloads.message(api.state, m, viewer_id=viewer),
+        }
+        for m in pinned[:limit]
+    ]
+    return json_response({"items": items, "has_more": len(pinned) > limit})
+
+
+@routes.get(OLD_PINS)
+async def list_pins_deprecated(request: web.Request) -> web.Response:
+    api = request.app[API_KEY]
+    viewer = bot_of(request).user_id
+    pinned = api.ops.pins(_channel(request).id)
+    return json_response([payloads.message(api.state, m, viewer_id=viewer) for m in pinned])
+
+
+@routes.put(PINS + "/{message_id}")
+@routes.put(OLD_PINS + "/{message_id}")
+@routes.delete(PINS + "/{message_id}")
+@routes.delete(OLD_PINS + "/{message_id}")
+async def pin(request: web.Request) -> web.Response:
+    api = request.app[API_KEY]
+    api.ops.pin(_message(request), bot_of(request).user_id, pinned=request.method == "PUT")
+    return no_content()
 
 
 @routes.get(MESSAGE)

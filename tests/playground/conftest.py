@@ -1,8 +1,10 @@
-"""Fixtures: a playground running in-process (fake Discord + bot + web page) with the demo model."""
+"""Fixtures: a playground (fake Discord + web page, and the bot in this process or in its
+own) with the demo model."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,22 +20,38 @@ WAIT = 60.0
 """Bound on waits for the bot; generous because a loaded CI machine is slow, not wrong."""
 
 
-def make_config(tmp_path: Path, *, sleep_seconds: float, steps: int = 2, **tables: Any) -> Config:
-    """A config for an in-process playground: free port, the demo model, short sleeps."""
-    return parse_config(
-        {
-            "playground": {
-                "port": 0,
-                "demo_sleep_seconds": sleep_seconds,
-                "demo_steps": steps,
-                "state_file": "playground.json",
-            },
-            "logging": {"console": False, "json_file": "logs/playground.jsonl"},
-            **tables,
+def make_config(
+    tmp_path: Path, *, sleep_seconds: float, steps: int = 2, write: bool = False, **tables: Any
+) -> Config:
+    """A config for a playground: free port, the demo model, short sleeps.
+
+    ``write`` also writes it to ``config.toml``, for a bot in its own process to load.
+    """
+    data = {
+        "playground": {
+            "port": 0,
+            "demo_sleep_seconds": sleep_seconds,
+            "demo_steps": steps,
+            "state_file": "playground.json",
         },
-        config_path=tmp_path / "config.toml",
-        env={},
-    )
+        "logging": {"console": False, "json_file": "logs/playground.jsonl"},
+        **tables,
+    }
+    path = tmp_path / "config.toml"
+    if write:
+        path.write_text(toml(data), encoding="utf-8")
+    return parse_config(data, config_path=path, env={})
+
+
+def toml(tables: dict[str, Any], prefix: str = "") -> str:
+    """Nested tables of plain values as TOML (enough for the configs written here)."""
+    scalars = {k: v for k, v in tables.items() if not isinstance(v, dict)}
+    lines = [f"[{prefix}]"] if prefix and scalars else []
+    lines += [f"{key} = {json.dumps(value)}" for key, value in scalars.items()]
+    for key, value in tables.items():
+        if isinstance(value, dict):
+            lines.append(toml(value, f"{prefix}.{key}" if prefix else key))
+    return "\n".join(lines) + "\n"
 
 
 StartPlayground = Callable[..., Any]
@@ -44,9 +62,13 @@ async def start_playground(tmp_path: Path) -> AsyncIterator[StartPlayground]:
     """Start a playground (demo model, short sleeps); every one started is stopped after."""
     started: list[Playground] = []
 
-    async def start(*, sleep_seconds: float = 1.5, steps: int = 2, **tables: Any) -> Playground:
-        config = make_config(tmp_path, sleep_seconds=sleep_seconds, steps=steps, **tables)
-        playground = Playground(config, min_edit_interval=0.2)
+    async def start(
+        *, sleep_seconds: float = 1.5, steps: int = 2, bot_process: bool = False, **tables: Any
+    ) -> Playground:
+        config = make_config(
+            tmp_path, sleep_seconds=sleep_seconds, steps=steps, write=bot_process, **tables
+        )
+        playground = Playground(config, min_edit_interval=0.2, bot_process=bot_process)
         started.append(playground)
         await playground.start()
         return playground

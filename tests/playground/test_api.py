@@ -7,10 +7,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from structlog.testing import capture_logs
 
 from bot.playground import Playground, PlaygroundError
 from core.providers.demo import LABEL
 from fakediscord import Message
+from fakediscord.permissions import BOT_DEFAULT
 from tests.playground.conftest import Page, StartPlayground, make_config, until
 
 FINAL = f"{LABEL} Final answer"
@@ -272,6 +274,75 @@ async def test_a_restart_finds_the_saved_world(start_playground: StartPlayground
     second = await start_playground()
     assert second.world.guild_id == guild_id
     assert [m.content for m in second.fake.messages_in(channel.id)] == ["remember me"]
+
+
+async def test_who_used_a_command_is_still_shown_after_a_restart(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """The line above a command's answer ("alice used /tree") survives the playground."""
+    first = await start_playground()
+    page, general, alice = await opened(http, first, "general")
+    await page.post("/api/command", {"channel_id": general, "user_id": alice, "text": "/tree"})
+
+    def answered() -> Message | None:
+        shown = first.fake.state.messages_in(int(general), include_ephemeral=True)
+        return next((m for m in shown if m.interaction_id is not None), None)
+
+    answer = await until(first, answered, "the /tree answer")
+    await first.stop()
+    second = await start_playground()
+    shown = await Page(http, second.url).get(f"/api/channels/{general}/messages?viewer={alice}")
+    (rendered,) = [m for m in shown["messages"] if m["id"] == str(answer.id)]
+    assert rendered["interaction"] == {"user": "alice", "command": "tree"}
+
+
+def status_line(playground: Playground, thread: int) -> Message | None:
+    return next(
+        (m for m in playground.fake.messages_in(thread) if m.content.startswith("Status:")), None
+    )
+
+
+async def test_the_status_line_is_pinned_and_the_page_shows_it(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    page, general, alice = await opened(http, playground, "general")
+    body = {"channel_id": general, "user_id": alice, "text": "/agents spawn task:pin it"}
+    await page.post("/api/command", body)
+    thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+    status = await until(
+        playground,
+        lambda: line if (line := status_line(playground, thread)) and line.pinned else None,
+        "the pinned status line",
+    )
+    shown = await page.get(f"/api/channels/{thread}/messages?viewer={alice}")
+    (pinned,) = [m for m in shown["messages"] if m["pinned"]]
+    assert pinned["id"] == str(status.id)
+    (line,) = [m for m in shown["messages"] if m["type"] == 6]  # "… pinned a message"
+    assert line["author"]["name"] == "threadbound"
+    assert line["reference_message_id"] == str(status.id)
+
+
+async def test_without_pin_messages_the_status_line_works_unpinned(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    playground = await start_playground(sleep_seconds=0.2, steps=1)
+    world = playground.world
+    playground.fake.set_bot_permissions(world.guild_id, world.bot_user_id, BOT_DEFAULT)
+    await playground.fake.sync(world.bot_user_id)
+    page, general, alice = await opened(http, playground, "general")
+    body = {"channel_id": general, "user_id": alice, "text": "/agents spawn task:no pins"}
+    with capture_logs() as logs:
+        await page.post("/api/command", body)
+        thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+        await until(playground, lambda: status_idle(playground, thread), "the idle status line")
+    status = status_line(playground, thread)
+    assert status is not None
+    assert not status.pinned
+    assert not [m for m in playground.fake.messages_in(thread) if m.type == 6]
+    (skipped,) = [e for e in logs if e["event"] == "delivery.pin_skipped"]
+    assert skipped["message_id"] == str(status.id)
+    assert "Pin Messages" in skipped["reason"]
 
 
 async def test_requests_from_other_sites_are_refused(

@@ -136,7 +136,9 @@ async def test_spawn_steer_follow_up_in_the_browser(
     await shots.take("changed-course")
     follow_up_answer = persona.filter(has_text="Final answer for “and Venus”")
     await expect(follow_up_answer).to_contain_text("configure [providers] for a real one.)")
-    await expect(page.get_by_text("Status: ✅ idle")).to_be_visible()
+    messages = page.get_by_test_id("messages")
+    await expect(messages.get_by_text("Status: ✅ idle")).to_be_visible()
+    await expect(page.get_by_test_id("pin")).to_have_text("📌Status: ✅ idle")  # pinned on top
     await shots.take("completed")
 
     await page.locator('[data-testid="channel"][data-channel-name="general"]').click()
@@ -146,6 +148,80 @@ async def test_spawn_steer_follow_up_in_the_browser(
         page.locator('article[data-testid="message"]', has_text="Final answer")
     ).to_have_count(0)
     await shots.take("parent-channel")
+
+
+async def test_the_page_outlives_the_bot_and_what_was_written_meanwhile_is_read_back(
+    start_playground: StartPlayground, browser_page: Any, request: pytest.FixtureRequest
+) -> None:
+    """The bot in its own process: Stop it, then Kill it, from the page. Each time it shows
+    offline, people write on, and once started it reads back what was written, once,
+    and answers it."""
+    from playwright.async_api import expect
+
+    page = browser_page
+    playground = await start_playground(sleep_seconds=0.2, steps=1, bot_process=True)
+    shots = Shots(page, request.node.name)
+    await open_page(page, playground.url)
+    bot = page.locator('[data-testid="member"][data-name="threadbound"]')
+    await expect(bot).to_have_attribute("data-status", "online")
+    await expect(page.get_by_test_id("bot-start")).to_be_disabled()
+    await shots.take("bot-online")
+
+    composer = page.get_by_test_id("composer")
+    await composer.fill("/agents spawn task:map the moon mode:session")  # unquoted: all the task
+    await composer.press("Enter")
+    await page.locator('[data-testid="thread"]').click()
+    await expect(page.get_by_test_id("channel-title")).to_contain_text("map the moon")
+    scout = page.locator('article[data-testid="message"][data-author="Scout"]')
+    await expect(scout.filter(has_text="Final answer for “map the moon”")).to_be_visible()
+    await expect(page.get_by_test_id("pin")).to_contain_text("Status: ✅ idle")  # pinned bar
+    await expect(page.get_by_test_id("pin-line")).to_contain_text("pinned a message")
+    await shots.take("answered-status-pinned")
+
+    caught_up = page.locator("article", has_text="While the bot was offline, 1 message was")
+    await page.get_by_test_id("bot-stop").click()
+    await expect(bot).to_have_attribute("data-status", "offline")
+    await expect(page.get_by_test_id("bot-start")).to_be_enabled()
+    await expect(page.get_by_test_id("bot-note")).to_have_text("stopped")
+    await shots.take("stopped-offline")
+    await composer.fill("/tree")
+    await composer.press("Enter")
+    error = page.locator("#error")
+    await expect(error).to_contain_text("threadbound is offline")
+    await shots.take("command-refused-offline")
+    await composer.fill("written while it was stopped")  # typing again clears the red bar
+    await expect(error).to_be_hidden()
+    await composer.press("Enter")
+    mine = page.locator('article[data-author="alice"]', has_text="written while it was stopped")
+    await expect(mine).to_be_visible()
+    await shots.take("written-while-stopped")
+
+    await page.get_by_test_id("bot-start").click()
+    await expect(bot).to_have_attribute("data-status", "online")
+    await expect(caught_up).to_have_count(1)
+    answer = scout.filter(has_text="Final answer for “written while it was stopped”")
+    await expect(answer).to_be_visible()
+    await expect(page.get_by_test_id("pin")).to_contain_text("Status: ✅ idle")  # turn over
+    await shots.take("read-back-after-a-stop")
+
+    await page.get_by_test_id("bot-kill").click()
+    await expect(bot).to_have_attribute("data-status", "offline")
+    await expect(page.get_by_test_id("bot-note")).to_have_text("killed (signal 9)")
+    await composer.fill("and Venus, while it was dead")
+    await composer.press("Enter")
+    await expect(page.locator('article[data-author="alice"]', has_text="and Venus")).to_be_visible()
+    await shots.take("written-while-killed")
+
+    await page.get_by_test_id("bot-start").click()
+    await expect(bot).to_have_attribute("data-status", "online")
+    await expect(caught_up).to_have_count(2)  # one notice per downtime, never two for one
+    await expect(
+        scout.filter(has_text="Final answer for “and Venus, while it was dead”")
+    ).to_be_visible()
+    await expect(answer).to_have_count(1)  # what was read back before is not answered again
+    await expect(page.get_by_test_id("pin")).to_contain_text("Status: ✅ idle")
+    await expect(page.locator("#error")).to_be_hidden()
+    await shots.take("read-back-after-a-kill")
 
 
 async def test_admin_and_buttons(

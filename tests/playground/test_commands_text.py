@@ -118,6 +118,34 @@ class TestParse:
         parsed = parse_command("/agents spawn mode:run dig into logs", DEFINITIONS)
         assert parsed.options == {"mode": "run", "task": "dig into logs"}
 
+    def test_an_unquoted_text_value_runs_to_the_next_real_option(self) -> None:
+        """``task:unquoted words here`` is the task, not a task and an agent named the rest."""
+        parsed = parse_command("/agents spawn task:unquoted words here", DEFINITIONS)
+        assert parsed.options == {"task": "unquoted words here"}
+        parsed = parse_command("/agents spawn task:look into  the logs mode:session", DEFINITIONS)
+        assert parsed.options == {"task": "look into  the logs", "mode": "session"}
+        parsed = parse_command("/agents spawn task:a\nsecond line agent:scout", DEFINITIONS)
+        assert parsed.options == {"task": "a\nsecond line", "agent": "scout"}
+
+    def test_words_naming_no_option_stay_in_the_value(self) -> None:
+        parsed = parse_command(
+            '/agents spawn task:take a note: read http://x/y say "hi" mode:run', DEFINITIONS
+        )
+        assert parsed.options == {"task": 'take a note: read http://x/y say "hi"', "mode": "run"}
+        parsed = parse_command("/agents spawn task:x colour:red", DEFINITIONS)
+        assert parsed.options == {"task": "x colour:red"}
+
+    def test_one_word_values_leave_the_rest_loose(self) -> None:
+        """Choices, numbers and flags are one word; the words after them fill the task."""
+        parsed = parse_command("/agents spawn mode:session dig into logs", DEFINITIONS)
+        assert parsed.options == {"mode": "session", "task": "dig into logs"}
+        with pytest.raises(CommandTextError, match="hours must be an integer, not 'many'"):
+            parse_command("/config flags set key:k value:on hours:many more", DEFINITIONS)
+
+    def test_an_empty_value_takes_the_words_after_it(self) -> None:
+        parsed = parse_command("/agents spawn task: hello there", DEFINITIONS)
+        assert parsed.options == {"task": "hello there"}
+
     def test_subcommand_group_and_typed_values(self) -> None:
         parsed = parse_command(
             "/config flags set key:spawnSubagentSessions value:yes hours:3 ratio:0.5 "
@@ -160,7 +188,7 @@ class TestParse:
             ("/agents fly", "has no subcommand 'fly'"),
             ("/agents spawn mode:run", "needs task"),
             ("/agents spawn task:x mode:forever", "mode must be one of run|session"),
-            ("/agents spawn task:x colour:red", "has no option 'colour'"),
+            ("/agents spawn colour:red task:x", "has no option 'colour'"),
             ("/agents spawn task:x task:y", "given twice"),
             ("/agents list extra words", "don't know what 'extra words' is for"),
             ("/config flags set key:k value:maybe", "value must be true or false"),
@@ -221,6 +249,7 @@ class TestTyping:
             ("/Config SET Key:x", {"key": "x"}, "key"),
             ("/config set key:spawn value:o", {"key": "spawn", "value": "o"}, "value"),
             ('/config set key:"a b" value:', {"key": "a b", "value": ""}, "value"),
+            ("/config set key:a b value:", {"key": "a b", "value": ""}, "value"),
         ],
     )
     def test_an_autocompleted_option_being_typed(

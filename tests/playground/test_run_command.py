@@ -12,6 +12,9 @@ from pathlib import Path
 
 import aiohttp
 
+from fakediscord.persistence import Journal
+from fakediscord.state import State
+
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
 POLL = 0.2
@@ -97,8 +100,134 @@ async def test_no_token_opens_the_playground_and_sigint_stops_it(tmp_path: Path)
     saved = json.loads((tmp_path / "playground.json").read_text())
     assert any(c["name"] == "general" for c in saved["channels"].values())
     assert (tmp_path / "playground.db").exists()
-    events = [
-        json.loads(line)["event"] for line in (tmp_path / "bot.jsonl").read_text().splitlines()
-    ]
+    lines = [json.loads(line) for line in (tmp_path / "bot.jsonl").read_text().splitlines()]
+    events = [line["event"] for line in lines]
     assert "playground.started" in events
-    assert events[-1] == "bot.stopped"
+    assert events.index("bot.starting") < events.index("playground.started")
+    # the bot stopped cleanly in its own process, then the host stopped
+    assert events.index("bot.stopped") < events.index("playground.bot_exited")
+    assert events[-1] == "playground.stopped"
+    (started,) = [line for line in lines if line["event"] == "playground.bot_started"]
+    (exited,) = [line for line in lines if line["event"] == "playground.bot_exited"]
+    assert started["pid"] != process.pid
+    assert (exited["pid"], exited["exit_code"]) == (started["pid"], 0)
+
+
+async def watch(session: aiohttp.ClientSession, url: str, path: str, find) -> object:
+    """``find(GET path)`` once it is not None, re-checked at each change the page is told of
+    (its server-sent events), as the page itself learns of them; a deadline bounds it."""
+    async with asyncio.timeout(DEADLINE), session.get(url + "api/events") as events:
+        while True:
+            async with session.get(url + path) as response:
+                found = find(await response.json())
+            if found is not None:
+                return found
+            while not (await events.content.readline()).startswith(b"data:"):
+                pass
+
+
+async def exited(pid: int) -> None:
+    """Return once process ``pid`` (not necessarily a child of this one) has ended."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    ended = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(handle, ended.set)
+    try:
+        async with asyncio.timeout(DEADLINE):
+            await ended.wait()
+    finally:
+        loop.remove_reader(handle)
+        os.close(handle)
+
+
+async def test_a_kill_9_of_the_playground_loses_nothing_it_answered(tmp_path: Path) -> None:
+    """Every change is saved before it is answered: the newest thread (made by the bot's
+    REST call) and a message the page sent are on disk when the host dies a second later."""
+    (tmp_path / "config.toml").write_text(
+        "[playground]\nport = 0\ndemo_sleep_seconds = 5\ndemo_steps = 2\n"
+        '[logging]\njson_file = "bot.jsonl"\nconsole = false\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
+    env["PYTHONPATH"] = str(ROOT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(DEADLINE):
+            url = await read_url(process.stdout, [])
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url + "api/state") as response:
+                state = await response.json()
+            general = next(c["id"] for c in state["channels"] if c["name"] == "general")
+            alice = next(u["id"] for u in state["users"] if u["name"] == "alice")
+            body = {"channel_id": general, "user_id": alice, "text": "/agents spawn task:tidy up"}
+            async with session.post(url + "api/command", json=body) as response:
+                assert response.status == 200, await response.text()
+
+            def thread_of(snapshot: dict) -> str | None:
+                threads = [c["id"] for c in snapshot["channels"] if c["thread"]]
+                return threads[0] if threads else None
+
+            thread = await watch(session, url, "api/state", thread_of)
+            body = {"channel_id": general, "user_id": alice, "content": "written, then a crash"}
+            async with session.post(url + "api/messages", json=body) as response:
+                sent = (await response.json())["id"]
+    finally:
+        process.kill()  # SIGKILL: no shutdown, no save at exit
+        await process.wait()
+    log = [json.loads(line) for line in (tmp_path / "bot.jsonl").read_text().splitlines()]
+    (bot,) = [line["pid"] for line in log if line["event"] == "playground.bot_started"]
+    await exited(bot)  # orphaned, the bot noticed (its stdin closed) and stopped by itself
+    log = [json.loads(line) for line in (tmp_path / "bot.jsonl").read_text().splitlines()]
+    assert log[-1]["event"] == "bot.stopped"
+
+    saved = State()
+    Journal(tmp_path / "playground.json").open(saved)
+    assert saved.channels[int(thread)].name == "Scout: tidy up"
+    assert saved.messages[int(sent)].content == "written, then a crash"
+    (spawn,) = [i for i in saved.interactions.values() if i.type == 2]
+    assert saved.users[spawn.user_id].username == "alice"  # who used the command is kept
+
+
+async def test_playground_flag_runs_it_beside_a_token(tmp_path: Path) -> None:
+    """``--playground`` with a token set: the playground, never Discord, and the token is
+    not in the log of either process."""
+    (tmp_path / "config.toml").write_text(
+        "[playground]\nport = 0\n"
+        '[logging]\njson_file = "bot.jsonl"\nconsole = false\nlevel = "debug"\n'
+    )
+    token = "real-token-" + "x" * 40
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
+    env |= {"PYTHONPATH": str(ROOT), "DISCORD_TOKEN": token}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "--playground",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(DEADLINE):
+            await read_url(process.stdout, seen)
+        assert "--playground: starting the local playground" in "".join(seen)
+    finally:
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            _, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+    log = (tmp_path / "bot.jsonl").read_text()
+    assert '"event": "bot.stopped"' in log
+    assert token not in log

@@ -5,6 +5,8 @@
 
 const ui = {
   channels: document.getElementById("channels"),
+  members: document.getElementById("members"),
+  pins: document.getElementById("pins"),
   guildName: document.getElementById("guild-name"),
   title: document.getElementById("channel-title"),
   messages: document.getElementById("messages"),
@@ -155,7 +157,75 @@ async function loadState() {
     app.channelId = first ? first.id : null;
   }
   renderChannels();
+  renderMembers();
   renderTitle();
+}
+
+// -- members: who is online, and the bot's Stop / Kill / Start -------------
+
+const PROCESS_NOTES = {
+  running: "",
+  stopping: "stopping…",
+  stopped: "stopped",
+};
+
+function renderMembers() {
+  ui.members.replaceChildren(el("div", "members-title", "Members"));
+  for (const member of app.state.members) {
+    const row = el("div", `member ${member.status}`);
+    row.dataset.testid = "member";
+    row.dataset.name = member.name;
+    row.dataset.status = member.status;
+    const dot = el("span", "presence");
+    dot.title = member.status;
+    row.append(dot, el("span", "member-name", member.name));
+    if (member.bot) row.append(el("span", "tag", "BOT"));
+    row.append(el("span", "member-status", member.status));
+    ui.members.append(row);
+    if (member.bot && app.state.bot.controls) ui.members.append(botControls(app.state.bot));
+  }
+}
+
+function botControls(bot) {
+  const box = el("div", "bot-controls");
+  box.dataset.testid = "bot-controls";
+  box.dataset.process = bot.process;
+  const buttons = [
+    ["stop", "Stop", "Stop the bot cleanly, as Ctrl-C would", bot.process !== "running"],
+    ["kill", "Kill", bot.can_kill ? "End the bot at once, as kill -9 would"
+      : "Kill needs the bot in its own process (python3 tb.py run)",
+      bot.process === "stopped" || !bot.can_kill],
+    ["start", "Start", "Start the bot again: it reads back what was written meanwhile",
+      bot.process !== "stopped"],
+  ];
+  for (const [action, label, title, disabled] of buttons) {
+    const button = el("button", `button control-${action}`, label);
+    button.type = "button";
+    button.title = title;
+    button.disabled = disabled;
+    button.dataset.testid = `bot-${action}`;
+    button.addEventListener("click", () => controlBot(action));
+    box.append(button);
+  }
+  let note = PROCESS_NOTES[bot.process] || "";
+  if (bot.process === "stopped" && bot.exit_code !== null && bot.exit_code !== 0) {
+    note = bot.exit_code < 0 ? `killed (signal ${-bot.exit_code})` : `ended (exit ${bot.exit_code})`;
+  }
+  if (note) {
+    const shown = el("div", "note bot-note", note);
+    shown.dataset.testid = "bot-note";
+    box.append(shown);
+  }
+  return box;
+}
+
+async function controlBot(action) {
+  try {
+    await api("POST", "/api/bot", { action });
+    showError("");
+  } catch (err) {
+    showError(err.message);
+  }
 }
 
 function renderTitle() {
@@ -230,7 +300,34 @@ async function loadMessages() {
   const box = ui.messages;
   box.replaceChildren(...data.messages.map(reuseOrRender));
   if (!data.messages.length) box.append(emptyHint());
+  renderPins(data.messages.filter((m) => m.pinned));
   if (app.pinned) scrollToBottom();
+}
+
+// The channel's pinned messages, in a bar above the messages: a long thread keeps its
+// status line in view. A click shows the message where it is.
+function renderPins(pinned) {
+  ui.pins.replaceChildren();
+  for (const message of pinned) {
+    const item = el("div", "pin");
+    item.dataset.testid = "pin";
+    item.dataset.messageId = message.id;
+    item.append(el("span", "pin-mark", "📌"));
+    const text = el("span", "content");
+    text.innerHTML = message.html;  // rendered and escaped by the server (markdown.py)
+    item.append(text);
+    item.addEventListener("click", () => showMessage(message.id));
+    ui.pins.append(item);
+  }
+  ui.pins.hidden = !pinned.length;
+}
+
+function showMessage(id) {
+  const row = ui.messages.querySelector(`article[data-message-id="${id}"]`);
+  if (!row) return;
+  row.scrollIntoView({ block: "center" });
+  row.classList.add("highlight");
+  setTimeout(() => row.classList.remove("highlight"), 1500);  // a visual cue's duration
 }
 
 // A message that did not change keeps its element: its images stay loaded and a
@@ -261,6 +358,16 @@ function renderMessage(message) {
   row.dataset.author = message.author.name;
   row.dataset.testid = "message";
   if (message.ephemeral) row.classList.add("ephemeral");
+  if (message.type === 6) {
+    row.classList.add("system");
+    row.dataset.testid = "pin-line";
+    const line = el("span", "thread-link", `📌 ${message.author.name} pinned a message to this channel.`);
+    if (message.reference_message_id) {
+      line.addEventListener("click", () => showMessage(message.reference_message_id));
+    }
+    row.append(line);
+    return row;
+  }
   if (message.type === 18) {
     row.classList.add("system");
     const link = el("span", "thread-link", `${message.author.name} started a thread: ${message.content}`);
@@ -281,6 +388,7 @@ function renderMessage(message) {
   if (message.author.bot) meta.append(el("span", "tag", message.author.webhook ? "AGENT" : "BOT"));
   meta.append(el("span", "time", new Date(message.timestamp).toLocaleTimeString()));
   if (message.edited) meta.append(el("span", "edited", "(edited)"));
+  if (message.pinned) meta.append(el("span", "edited", "📌 pinned"));
   body.append(meta);
   if (message.loading) body.append(el("div", "note", `${message.author.name} is thinking…`));
   const content = el("div", "content");
@@ -602,6 +710,7 @@ ui.composer.addEventListener("keydown", (event) => {
   if (event.key === "Escape") ui.help.hidden = true;
 });
 ui.composer.addEventListener("input", () => {
+  showError("");  // the person is onto the next thing: the last error no longer applies
   const text = ui.composer.value;
   if (text.startsWith("/") && !text.includes(":")) renderHelp(text); else ui.help.hidden = true;
   clearTimeout(app.suggestTimer);
