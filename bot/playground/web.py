@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,21 @@ def offline_refusal(bot_name: str) -> str:
 Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _log = structlog.get_logger("bot.playground")
+
+
+_TYPED_MENTION = re.compile(r"(?<![\w<@])@([A-Za-z0-9_.]{2,32})")
+
+
+def typed_mentions(content: str, names: dict[str, int]) -> str:
+    """``@alice`` typed in the box becomes ``<@id>``, as Discord's own client sends it: a
+    mention the bot can see (``@threadbound hello`` starts a session). Names nobody has,
+    ``@everyone`` and ``@here`` stay as typed."""
+
+    def mention(match: re.Match[str]) -> str:
+        user_id = names.get(match.group(1).lower())
+        return match.group(0) if user_id is None else f"<@{user_id}>"
+
+    return _TYPED_MENTION.sub(mention, content)
 
 
 class BadRequest(Exception):
@@ -282,8 +298,15 @@ class PlaygroundWeb:
             raise BadRequest(
                 f"a message may be {MAX_CONTENT} characters at most (this one is {len(content)})"
             )
+        content = typed_mentions(content, self._names())
         message = await self.fake.user_says(channel_id, user_id, content, files=files)
         return web.json_response({"id": str(message.id)})
+
+    def _names(self) -> dict[str, int]:
+        """Who can be mentioned by name: the guild's members and the bot, lower-cased."""
+        users = self.fake.state.users
+        ids = (self.world.bot_user_id, *self.world.member_ids)
+        return {users[i].username.lower(): i for i in ids if i in users}
 
     async def _command(self, request: web.Request) -> web.Response:
         body = await self._body(request)

@@ -493,3 +493,27 @@ async def test_uploads_survive_a_restart_and_deleted_messages_go(
     assert dot["url"].startswith(second.fake.base_url)  # the new fake's address
     async with http.get(dot["url"]) as served:
         assert (served.status, await served.read()) == (200, PNG)
+
+
+async def test_a_newcomers_hello_to_the_bot_starts_a_session(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """``@threadbound hello`` typed in a channel is a real mention (as Discord's client
+    sends it), and the bot starts a session in a new thread; ``@nobody`` stays text."""
+    playground = await start_playground(sleep_seconds=0.1, steps=1)
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    general = by_name(snapshot, "general")["id"]
+    alice = next(u["id"] for u in snapshot["users"] if u["name"] == "alice")
+
+    sent = await page.post(
+        "/api/messages",
+        {"channel_id": general, "user_id": alice, "content": "@threadbound hello, @nobody"},
+    )
+    said = playground.fake.message(int(sent["id"]))
+    assert playground.world is not None
+    assert said.content == f"<@{playground.world.bot_user_id}> hello, @nobody"
+    thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
+    record = next(iter(playground.services.bindings.live()))
+    assert record.meta.agent == "scout"
+    assert int(record.conversation.conversation_id) == thread
