@@ -51,8 +51,16 @@ BUSY_MARK: Final = MODE_MARKS["follow_up"]
 """Queued for the process that runs the session now: like a follow-up, it comes later."""
 
 
+_SAID: Final = frozenset({discord.MessageType.default, discord.MessageType.reply})
+"""What a person writes; the rest are Discord's system lines ("pinned a message", a
+member joined the thread), authored by whoever caused them, with no words of theirs."""
+
+
 def from_a_person(client: discord.Client, message: discord.Message, *, allow_bots: bool) -> bool:
-    """The bot's own messages, webhook posts and (unless allowed) other bots are not input."""
+    """The bot's own messages, webhook posts, Discord's system lines and (unless allowed)
+    other bots are not input."""
+    if message.type not in _SAID:
+        return False
     if client.user is not None and message.author.id == client.user.id:
         return False
     if message.webhook_id is not None:

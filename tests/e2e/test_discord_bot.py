@@ -184,6 +184,7 @@ class TestSeedRequirements:
         records = list(bot.services.bindings.live())
         for record in records:
             await settle(bot, record.target_session_key)
+        await done(bot)  # their announcements too: a late one would come after the sends below
         parent = bot.world.channel.id
         before = len(text_messages(bot.fake, parent))
         requester = conversation_for("default", parent)

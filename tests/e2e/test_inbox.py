@@ -160,6 +160,29 @@ class TestDowntime:
         assert people_said(second)[-1] == "a person talking"
 
 
+class TestSystemMessages:
+    async def test_a_pin_while_the_bot_was_down_is_not_counted_as_a_message(
+        self, start_bot: StartBot
+    ) -> None:
+        """Discord's "pinned a message" line is authored by whoever pinned, with no text:
+        neither that nor any other system line is something a person said to the agent."""
+        first, key, thread = await started_with_a_thread(start_bot)
+        await stop(first)
+        (answer, *_) = persona_messages(first.fake, thread)
+        await first.fake.pin(answer, first.world.admin)
+        said = await first.fake.user_says(thread, first.world.alice, "a person talking")
+
+        second = await start_bot(echo)
+        await caught_up(second)
+        await settle(second, key)
+        assert people_said(second)[-1] == "a person talking"
+        (notice,) = notices(second, thread)
+        assert notice.startswith(f"{OFFLINE}, 1 message was written here")
+        assert str(said.id) in notice
+        (pin_line,) = [m for m in second.fake.messages_in(thread) if m.type == 6]
+        assert not pin_line.reactions
+
+
 class TestCatchUpOrder:
     async def test_a_live_message_during_the_catch_up_waits_for_the_older_ones(
         self, start_bot: StartBot
