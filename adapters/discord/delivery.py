@@ -499,8 +499,11 @@ class StatusSink:
     handoff, gets a new presenter; without this each would post its own
     "Status:" message. The line's message id lives in the binding's metadata
     (``status_message_id``): a new presenter edits that message (posted again
-    if someone deleted it). Each message that becomes the line is pinned where
-    the bot may pin (:meth:`ThreadDelivery.pin`), so a long thread keeps it in view.
+    if someone deleted it). Each message that becomes the line of a conversation
+    that goes on is pinned where the bot may pin (:meth:`ThreadDelivery.pin`), so a
+    long thread keeps it in view; a run-mode thread is one task, let go when it is
+    done, and its line is not pinned (a pin is a request and two gateway events
+    that would buy it nothing).
     """
 
     def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord) -> None:
@@ -530,7 +533,8 @@ class StatusSink:
             await self._bindings.update_metadata(
                 self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
             )
-            await self._delivery.pin(current, message_id)
+            if current.meta.spawn_mode != "run":
+                await self._delivery.pin(current, message_id)
 
 
 class ThreadSink:

@@ -307,7 +307,11 @@ async def test_the_status_line_is_pinned_and_the_page_shows_it(
 ) -> None:
     playground = await start_playground(sleep_seconds=0.2, steps=1)
     page, general, alice = await opened(http, playground, "general")
-    body = {"channel_id": general, "user_id": alice, "text": "/agents spawn task:pin it"}
+    body = {
+        "channel_id": general,
+        "user_id": alice,
+        "text": "/agents spawn task:pin it mode:session",
+    }
     await page.post("/api/command", body)
     thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
     status = await until(
@@ -331,7 +335,11 @@ async def test_without_pin_messages_the_status_line_works_unpinned(
     playground.fake.set_bot_permissions(world.guild_id, world.bot_user_id, BOT_DEFAULT)
     await playground.fake.sync(world.bot_user_id)
     page, general, alice = await opened(http, playground, "general")
-    body = {"channel_id": general, "user_id": alice, "text": "/agents spawn task:no pins"}
+    body = {
+        "channel_id": general,
+        "user_id": alice,
+        "text": "/agents spawn task:no pins mode:session",
+    }
     with capture_logs() as logs:
         await page.post("/api/command", body)
         thread = await until(playground, lambda: bound_thread(playground), "the bound thread")
