@@ -528,8 +528,11 @@ class ThreadPresenter:
         """
         record = self._records.get(stream)
         transcript = self._transcript
-        if record is None or transcript is None:
+        settled = not revise and stream.shown and not doc.open_calls
+        if record is None or transcript is None or settled:  # nothing owed: it shows it all
             await (stream.revise(doc.render()) if revise else stream.close())
+            if settled:
+                self._records.pop(stream, None)
             return
         owed = self._message(record, stream, doc)
         transcript.hold(record.key)

@@ -98,6 +98,11 @@ class StreamingMessage:
         return list(self._ids)
 
     @property
+    def shown(self) -> bool:
+        """Whether the messages show the whole text now (nothing is left to send)."""
+        return self._in_sync()
+
+    @property
     def part_limit(self) -> int:
         """The longest part the text is split into now (it only ever lowers)."""
         return self._part_limit
