@@ -38,6 +38,7 @@ __all__ = [
     "status_line",
     "text_messages",
     "thread_of",
+    "tool_lines",
 ]
 
 TIMEOUT = 10
@@ -130,6 +131,16 @@ def contents(bot: Bot, channel_id: int) -> list[str]:
 
 def persona_messages(fake: FakeDiscord, channel_id: int) -> list:
     return [m for m in fake.messages_in(channel_id) if m.webhook_id is not None]
+
+
+def tool_lines(fake: FakeDiscord, channel_id: int) -> list[str]:
+    """Every tool-call line in the channel's persona messages, in order."""
+    return [
+        line
+        for m in persona_messages(fake, channel_id)
+        for line in m.content.splitlines()
+        if line.startswith("-# 🔧")
+    ]
 
 
 def status_line(fake: FakeDiscord, thread_id: int) -> str:

@@ -35,6 +35,7 @@ from tests.e2e.helpers import (
     spawn,
     status_line,
     text_messages,
+    tool_lines,
 )
 from tests.e2e.test_handoffs import press_brief, scout_session
 from tests.fixtures.acp import acp_tables, prompts_received
@@ -554,12 +555,5 @@ async def test_a_request_withdrawn_by_a_restart_ends_its_tool_line_in_place(
     again = await acp_bot(start_bot)
     shown = await edited_to(again, thread, waiting.id, "↩️ withdrawn")
     assert "waiting for approval" not in shown.content
-    lines = [
-        line
-        for m in again.fake.messages_in(thread)
-        if m.webhook_id is not None
-        for line in m.content.splitlines()
-        if line.startswith("-# 🔧")
-    ]
-    assert len(lines) == 1
+    assert len(tool_lines(again.fake, thread)) == 1
     await settle(again, key)

@@ -26,6 +26,7 @@ import pytest
 from bot.handoffs.brief import BRIEF_CUT_OFF, BRIEF_STOPPED
 from fakediscord import FakeDiscord
 from fakediscord.models import Message
+from tests.e2e.helpers import tool_lines
 from tests.fixtures.acp import SCRIPTED
 from tests.fixtures.shard_processes import (
     ANSWER,
@@ -291,14 +292,7 @@ class TestAnExternalAgentsRequestAcrossAKill:
             ),
         )
         assert "waiting for approval" not in shown.content
-        lines = [
-            line
-            for m in world.fake.messages_in(thread)
-            if m.webhook_id is not None
-            for line in m.content.splitlines()
-            if line.startswith("-# 🔧")
-        ]
-        assert len(lines) == 1
+        assert len(tool_lines(world.fake, thread)) == 1
 
 
 class TestABriefCutOff:

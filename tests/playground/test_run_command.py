@@ -42,21 +42,34 @@ async def poll(session: aiohttp.ClientSession, url: str, find) -> object:
             await asyncio.sleep(POLL)
 
 
-async def test_no_token_opens_the_playground_and_sigint_stops_it(tmp_path: Path) -> None:
-    (tmp_path / "config.toml").write_text(
-        "[playground]\nport = 0\ndemo_sleep_seconds = 0.2\ndemo_steps = 1\n"
-        '[logging]\njson_file = "bot.jsonl"\n'
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
-    env["PYTHONPATH"] = str(ROOT)
-    process = await asyncio.create_subprocess_exec(
+async def start_bot_process(
+    tmp_path: Path,
+    config: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stderr: int = asyncio.subprocess.PIPE,
+) -> asyncio.subprocess.Process:
+    """``python -m bot ARGS`` in ``tmp_path`` with ``config`` as its config.toml, no Discord
+    token in its environment unless ``env`` gives one."""
+    (tmp_path / "config.toml").write_text(config)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bot",
+        *args,
         cwd=tmp_path,
-        env=env,
+        env={**clean, "PYTHONPATH": str(ROOT), **(env or {})},
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=stderr,
+    )
+
+
+async def test_no_token_opens_the_playground_and_sigint_stops_it(tmp_path: Path) -> None:
+    process = await start_bot_process(
+        tmp_path,
+        "[playground]\nport = 0\ndemo_sleep_seconds = 0.2\ndemo_steps = 1\n"
+        '[logging]\njson_file = "bot.jsonl"\n',
     )
     seen: list[str] = []
     try:
@@ -146,19 +159,10 @@ async def exited(pid: int) -> None:
 async def test_a_kill_9_of_the_playground_loses_nothing_it_answered(tmp_path: Path) -> None:
     """Every change is saved before it is answered: the newest thread (made by the bot's
     REST call) and a message the page sent are on disk when the host dies a second later."""
-    (tmp_path / "config.toml").write_text(
+    process = await start_bot_process(
+        tmp_path,
         "[playground]\nport = 0\ndemo_sleep_seconds = 5\ndemo_steps = 2\n"
-        '[logging]\njson_file = "bot.jsonl"\nconsole = false\n'
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
-    env["PYTHONPATH"] = str(ROOT)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
+        '[logging]\njson_file = "bot.jsonl"\nconsole = false\n',
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
@@ -201,22 +205,13 @@ async def test_a_kill_9_of_the_playground_loses_nothing_it_answered(tmp_path: Pa
 async def test_playground_flag_runs_it_beside_a_token(tmp_path: Path) -> None:
     """``--playground`` with a token set: the playground, never Discord, and the token is
     not in the log of either process."""
-    (tmp_path / "config.toml").write_text(
-        "[playground]\nport = 0\n"
-        '[logging]\njson_file = "bot.jsonl"\nconsole = false\nlevel = "debug"\n'
-    )
     token = "real-token-" + "x" * 40
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DISCORD_TOKEN")}
-    env |= {"PYTHONPATH": str(ROOT), "DISCORD_TOKEN": token}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
+    process = await start_bot_process(
+        tmp_path,
+        "[playground]\nport = 0\n"
+        '[logging]\njson_file = "bot.jsonl"\nconsole = false\nlevel = "debug"\n',
         "--playground",
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        env={"DISCORD_TOKEN": token},
     )
     seen: list[str] = []
     try:
