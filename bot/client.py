@@ -14,6 +14,7 @@ from adapters.discord.manager import ManagerRegistry
 from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import AgentsGroup
 from bot.commands.artifacts import ArtifactsCommands
+from bot.commands.bound import uses_of
 from bot.commands.config import ConfigGroup
 from bot.commands.focus import FocusCommands
 from bot.commands.help import HelpCommands
@@ -94,7 +95,7 @@ class ThreadboundClient(discord.Client):
         of an agent and after a task's announcement, the brief button where it is due."""
         self.account.on_event(event)
         if isinstance(event, AgentStarted):
-            watch_turns(self.account, event.agent)
+            watch_turns(self.account, event)
         elif isinstance(event, SubagentFinished):
             subagent_finished(self.account, event.record)
 
@@ -115,7 +116,7 @@ class ThreadboundClient(discord.Client):
             {"brief": recover_brief, "approval": recover_approval, "handoff": recover_handoff},
         )
         self.account.run_in_background(offer_missed_briefs(self.account))
-        guilds = self.services.config.discord.command_guild_ids
+        guilds = uses_of(self.account).discord.command_guild_ids
         if guilds:
             for guild_id in guilds:
                 guild = discord.Object(guild_id)

@@ -1,30 +1,44 @@
 """Button presses that change state: recorded before they act, never failing silently.
 
-A press on a brief, approval or handoff button is recorded in the inbox (keyed
-by its interaction id) before anything that can fail: a press Discord delivers
-twice acts once. Its work runs as a task of the account, so a clean stop waits
-for it while the client can still answer; anything it raises is logged and
-answered with a visible, specific line. A press that a killed process was
-acting on is still ``pending`` at the next start: :func:`recover_presses`
-closes each visibly, by what it was for (its button offered again, or its
-decision applied).
+Every such button is a :class:`PressButton`: a :class:`discord.ui.DynamicItem`
+whose ``custom_id`` carries what it acts on, parsed by the subclass's
+``template`` alone (registered once with ``client.add_dynamic_items``), so a
+press is understood after a restart too. A press on a brief, approval or
+handoff button is recorded in the inbox (keyed by its interaction id) before
+anything that can fail: a press Discord delivers twice acts once. Its work
+runs as a task of the account, so a clean stop waits for it while the client
+can still answer; anything it raises is logged and answered with a visible,
+specific line. A press that a killed process was acting on is still
+``pending`` at the next start: :func:`recover_presses` closes each visibly, by
+what it was for (its button offered again, or its decision applied).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final, Self
 
 import discord
 
 from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import CHANNEL, conversation_for
+from bot.commands.bound import uses_of
 from core.errors import ThreadboundError
 from core.inbox import InboxPress
 from core.logging import get_logger, redact_text
 
-__all__ = ["NOT_SAVED", "Recover", "handle_press", "recover_presses"]
+__all__ = [
+    "NOT_SAVED",
+    "ButtonId",
+    "PressButton",
+    "Recover",
+    "account_of",
+    "handle_press",
+    "recover_presses",
+]
 
 _log = get_logger("bot.presses")
 
@@ -37,6 +51,84 @@ Recover = Callable[[AccountRuntime, InboxPress], Awaitable[None]]
 """Closes one press a killed process left unfinished (by the part of ``action`` before ':')."""
 
 
+def account_of(interaction: discord.Interaction) -> AccountRuntime:
+    """The account whose client the interaction came to."""
+    account = getattr(interaction.client, "account", None)
+    if not isinstance(account, AccountRuntime):
+        raise RuntimeError("the bot's buttons need a ThreadboundClient (with .account)")
+    return account
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonId:
+    """A button's ``custom_id``, ``tb:<kind>:<field>:…``, written once: the template a
+    :class:`PressButton` parses with and the id a view sends both come from it.
+
+    ``fields``: each field's name and the regular expression its value matches.
+    """
+
+    kind: str
+    fields: tuple[tuple[str, str], ...]
+
+    @property
+    def template(self) -> str:
+        return ":".join(["tb", re.escape(self.kind), *(f"(?P<{n}>{p})" for n, p in self.fields)])
+
+    def format(self, **values: str) -> str:
+        """The id of the button acting on ``values`` (one per field).
+
+        Raises:
+            ValueError: a value does not match its field (the press could not be understood).
+        """
+        made = ":".join(["tb", self.kind, *(values[name] for name, _ in self.fields)])
+        if re.fullmatch(self.template, made) is None:
+            raise ValueError(f"{made!r} is not a {self.kind} button's id")
+        return made
+
+
+class PressButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
+    """A persistent button whose press is recorded before it acts.
+
+    A subclass names its ``template`` (a regular expression whose named groups are
+    what a press acts on: its ``__init__`` takes them as keywords) and its
+    :meth:`work`; the custom id is parsed there and nowhere else. This base
+    matches no id and is never registered.
+    """
+
+    def __init__(self, item: discord.ui.Button[Any], /, *, action: str, target: str) -> None:
+        super().__init__(item)
+        self.press_action = action
+        """The inbox's name of the press (``approval:allow``, ``brief`` …)."""
+        self.press_target = target
+        """The id it acts on (a request's event, a binding, a handoff)."""
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> Self:
+        if not isinstance(item, discord.ui.Button):
+            raise TypeError(f"{cls.__name__} is a button, not {type(item).__name__}")
+        return cls(item, **match.groupdict())
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        account = account_of(interaction)
+        await handle_press(
+            account,
+            interaction,
+            action=self.press_action,
+            target=self.press_target,
+            work=lambda: self.work(account, interaction),
+        )
+
+    async def work(self, account: AccountRuntime, interaction: discord.Interaction) -> None:
+        """What a recorded press does (answering the presser)."""
+        raise NotImplementedError
+
+
 async def handle_press(
     account: AccountRuntime,
     interaction: discord.Interaction,
@@ -46,7 +138,7 @@ async def handle_press(
     work: Callable[[], Awaitable[None]],
 ) -> None:
     """Record the press, then run ``work``; nothing raises from here."""
-    inbox = account.services.inbox
+    inbox = uses_of(account).inbox
     press = _press_of(account, interaction, action, target)
     try:
         fresh = await inbox.record_press(press)
@@ -105,14 +197,6 @@ async def _answer(interaction: discord.Interaction, text: str) -> None:
         _log.warning("press.answer_failed")
 
 
-def _mine(account: AccountRuntime, press: InboxPress) -> bool:
-    bindings = account.services.bindings
-    binding = bindings.resolve_by_conversation(press.conversation)
-    if binding is None:
-        return account.services.shards.owns_scope(None)
-    return bindings.mine(binding)
-
-
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ThreadboundError):
         return " ".join(redact_text(str(exc)).split())[:300]
@@ -123,10 +207,11 @@ def _reason(exc: BaseException) -> str:
 
 async def recover_presses(account: AccountRuntime, recoverers: Mapping[str, Recover]) -> int:
     """At start-up: close every press a previous process died acting on; returns how many."""
-    inbox = account.services.inbox
+    uses = uses_of(account)
+    inbox = uses.inbox
     closed = 0
     for press in await inbox.pending_presses(CHANNEL, account.account_id):
-        if not _mine(account, press):
+        if not uses.answers_for(press.conversation):
             continue  # another process's guild: that process closes it
         recover = recoverers.get(press.action.split(":", 1)[0])
         try:

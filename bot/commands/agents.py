@@ -17,12 +17,11 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
+from bot.commands.bound import uses_of
 from bot.spawn import SpawnCommand, plan
-from core.agent.agent import Agent
-from core.agent.assignment import active_agent
-from core.agent.usage import context_size
 from core.errors import ThreadboundError
 from core.logging import get_logger
+from core.subagents.overview import Overview
 
 __all__ = ["AgentsGroup"]
 
@@ -41,6 +40,7 @@ class AgentsGroup(app_commands.Group, name="agents", description="Start and list
     def __init__(self, account: AccountRuntime) -> None:
         super().__init__()
         self.account = account
+        self.uses = uses_of(account)
 
     @app_commands.command(name="spawn", description="Start a subagent on a task.")
     @app_commands.describe(
@@ -88,7 +88,8 @@ class AgentsGroup(app_commands.Group, name="agents", description="Start and list
 
     @app_commands.command(name="list", description="Subagents: state, thread, queues and usage.")
     async def list_subagents(self, interaction: discord.Interaction) -> None:
-        lines = await subagent_lines(self.account)
+        overview = await self.uses.subagents.overview(self.account.account_id)
+        lines = subagent_lines(overview)
         await interaction.response.send_message(
             "\n".join(lines)[:2000] or "No subagents.",
             ephemeral=True,
@@ -122,70 +123,27 @@ async def refuse_after_public_defer(interaction: discord.Interaction, text: str)
     await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=_NO_MENTIONS)
 
 
-async def _running_agent(
-    account: AccountRuntime, session_key: str, agent: Agent | None, spawned: str | None
-) -> str | None:
-    """The agent that runs the session now: an accepted handoff's, else the one spawned.
-
-    The session log says it (``agent.activated``); for a session not in memory the
-    handoffs table does, without loading the log.
-    """
-    if agent is not None:
-        return active_agent(agent.tree) or spawned
-    taken = [
-        h
-        for h in await account.services.handoffs.list(session_key)
-        if h.status in ("accepted", "completed")
-    ]
-    return max(taken, key=lambda h: h.updated_at).to_agent if taken else spawned
-
-
-async def subagent_lines(account: AccountRuntime, *, limit: int = 25) -> list[str]:
-    """One line per subagent of this account, newest first: state, thread, queues, usage.
-
-    Completed and failed subagents come from the ``subagents`` table (they may
-    have left memory long ago); running ones add their live queue lengths.
-    """
-    services = account.services
+def subagent_lines(overview: Overview) -> list[str]:
+    """One line per subagent, newest first: state, thread, queues, usage; then the
+    sessions in memory that speak nowhere (legacy runs)."""
     lines = []
-    records = await services.subagents.list()
-    for record in reversed(records):
-        requester = record.requester
-        if requester is not None and requester.account_id != account.account_id:
-            continue
-        agent = services.runtime.peek(record.session_key)
-        state = record.state
-        if agent is not None and agent.running:
-            state = "running"
-        binding = services.subagents.binding_of(record.session_key)
-        where = f"<#{binding.conversation.conversation_id}>" if binding else "no thread"
-        running = await _running_agent(account, record.session_key, agent, record.agent)
-        name = f"**{services.subagents.display_name(running)}**"
-        if running != record.agent:
-            name += f" (handed over from {services.subagents.name_of(record)})"
-        parts = [f"{name} `{record.session_key}` {state}", where]
-        if agent is not None:
-            snapshot = agent.snapshot()
-            parts.append(
-                f"{len(snapshot.steering_queue)} steer / {len(snapshot.follow_up_queue)} queued"
-            )
-            usage = agent.tree.total_usage
-            tokens, cost = usage.prompt_tokens + usage.completion_tokens, usage.cost_usd or 0.0
-            approx = "≈" if usage.estimated else ""  # the bot counted what the server did not
-            window = agent.model_info.context_window
-            now = context_size(agent.tree)
-            context = f", context {now.tokens / window:.0%}" if window else ""
-        else:
-            tokens, cost, context, approx = record.tokens, record.cost_usd, "", ""
-        parts.append(f"{approx}{tokens} tokens" + (f", ${cost:.4f}" if cost else "") + context)
+    for row in overview.subagents:
+        name = f"**{row.name}**"
+        if row.handed_from is not None:
+            name += f" (handed over from {row.handed_from})"
+        where = f"<#{row.conversation_id}>" if row.conversation_id else "no thread"
+        parts = [f"{name} `{row.session_key}` {row.state}", where]
+        if row.queued is not None:
+            parts.append(f"{row.queued[0]} steer / {row.queued[1]} queued")
+        approx = "≈" if row.estimated else ""  # the bot counted what the server did not
+        cost = f", ${row.cost_usd:.4f}" if row.cost_usd else ""
+        context = f", context {row.context_share:.0%}" if row.context_share is not None else ""
+        parts.append(f"{approx}{row.tokens} tokens{cost}{context}")
         lines.append(" · ".join(parts))
-        if len(lines) >= limit:
-            lines.append("… and more (newest first)")
-            return lines
-    known = {record.session_key for record in records}
-    for key in services.runtime.resident():  # legacy runs: no thread, no subagent record
-        agent = services.runtime.peek(key)
-        if key in known or agent is None or services.bindings.list_by_session(key):
-            continue
-        lines.append(f"unbound run `{key}` ({'running' if agent.running else 'idle'})")
+    if overview.cut:
+        lines.append("… and more (newest first)")
+    lines.extend(
+        f"unbound run `{run.session_key}` ({'running' if run.running else 'idle'})"
+        for run in overview.unbound
+    )
     return lines

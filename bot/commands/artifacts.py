@@ -10,7 +10,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import NOT_BOUND, binding_here
+from bot.commands.bound import NOT_BOUND, binding_here, uses_of
 from core.sessions.events import SessionEvent
 
 __all__ = ["NO_ARTIFACTS", "ArtifactsCommands", "artifact_line", "artifacts_text"]
@@ -55,6 +55,7 @@ class ArtifactsCommands:
 
     def __init__(self, account: AccountRuntime) -> None:
         self.account = account
+        self.uses = uses_of(account)
 
     def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
         """The slash command, calling its method on this object."""
@@ -71,12 +72,9 @@ class ArtifactsCommands:
         if record is None:
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
-        services = self.account.services
-        key = record.target_session_key
-        agent = services.runtime.peek(key)  # no need to start an agent just to read
-        tree = agent.tree if agent is not None else await services.sessions.load(key)
+        events = await self.uses.sessions.artifacts(record.target_session_key)
         await interaction.response.send_message(
-            artifacts_text(services.artifacts.list(tree)),
+            artifacts_text(events),
             ephemeral=True,
             allowed_mentions=discord.AllowedMentions.none(),
         )

@@ -1,11 +1,12 @@
-"""The binding a command is used in: the helpers every in-thread command shares.
+"""What every in-thread command shares: the use cases, and the binding it is used in.
 
-A command typed in a bound thread acts on that binding's session.
-:func:`binding_here` finds the binding (or None), and :func:`binding_for` also
-answers the user when there is none (:data:`NOT_BOUND`) or, for a command that
-changes the session, when they may not change it
-(:data:`bot.commands.permissions.NOT_OWNER`). :func:`agent_for` is the same,
-giving the session's agent.
+:func:`uses_of` is the one way a command (or a button) reaches the domain: the
+use cases of :mod:`core.usecases`, and the configuration they carry. A command
+typed in a bound thread acts on that binding's session. :func:`binding_here`
+finds the binding (or None), and :func:`binding_for` also answers the user when
+there is none (:data:`NOT_BOUND`) or, for a command that changes the session,
+when they may not change it (:data:`bot.commands.permissions.NOT_OWNER`).
+:func:`session_for` is the same, giving the session's key.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import discord
 from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
 from bot.commands.permissions import NOT_OWNER, may_change
-from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
+from core.usecases import UseCases
 
-__all__ = ["NOT_BOUND", "agent_for", "binding_for", "binding_here"]
+__all__ = ["NOT_BOUND", "binding_for", "binding_here", "session_for", "uses_of"]
 
 NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
+
+
+def uses_of(account: AccountRuntime) -> UseCases:
+    """The use cases this account's commands and buttons call."""
+    return UseCases.of(account.services)
 
 
 def binding_here(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:
@@ -32,7 +38,7 @@ def binding_here(account: AccountRuntime, channel: object) -> SessionBindingReco
     """
     if not isinstance(channel, discord.Thread | discord.abc.GuildChannel):
         return None
-    return account.services.bindings.active_for_conversation(
+    return uses_of(account).bindings.active_for_conversation(
         conversation_of(account.account_id, channel)
     )
 
@@ -49,18 +55,16 @@ async def binding_for(
     if record is None:
         await interaction.response.send_message(NOT_BOUND, ephemeral=True)
         return None
-    if changes and not await may_change(interaction, account.services, record.target_session_key):
+    if changes and not await may_change(interaction, uses_of(account), record.target_session_key):
         await interaction.response.send_message(NOT_OWNER, ephemeral=True)
         return None
     return record
 
 
-async def agent_for(
+async def session_for(
     account: AccountRuntime, interaction: discord.Interaction, *, changes: bool
-) -> Agent | None:
-    """The agent of this channel's session (started if it is not in memory); otherwise,
-    as :func:`binding_for`, an ephemeral answer saying why, and None."""
+) -> str | None:
+    """The key of this channel's session; otherwise, as :func:`binding_for`, an ephemeral
+    answer saying why, and None."""
     record = await binding_for(account, interaction, changes=changes)
-    if record is None:
-        return None
-    return await account.services.runtime.get(record.target_session_key)
+    return record.target_session_key if record is not None else None

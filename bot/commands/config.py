@@ -24,6 +24,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
+from bot.commands.bound import uses_of
 from bot.commands.permissions import is_admin
 from core.config import (
     FLAG_NAMES,
@@ -117,6 +118,7 @@ class ConfigGroup(
     def __init__(self, account: AccountRuntime) -> None:
         super().__init__()
         self.account = account
+        self.uses = uses_of(account)
 
     @app_commands.command(
         name="get", description="Show a flag's value, e.g. key:spawnSubagentSessions"
@@ -150,7 +152,7 @@ class ConfigGroup(
         scope = await self._scope_for(interaction, everywhere)
         if scope is None:
             return
-        overrides = self.account.services.overrides
+        overrides = self.uses.overrides
         old = overrides.get(scope, path, account_id=self.account.account_id)
         try:
             stored = await overrides.set(scope, path, value, actor=str(interaction.user.id))
@@ -181,7 +183,7 @@ class ConfigGroup(
         scope = await self._scope_for(interaction, everywhere)
         if scope is None:
             return
-        overrides = self.account.services.overrides
+        overrides = self.uses.overrides
         if path not in overrides.own(scope):
             await _reply(
                 interaction,
@@ -207,9 +209,9 @@ class ConfigGroup(
             return []  # the command is for administrators: so are the values it shows
         wanted = current.strip().lower().replace("_", "")
         scope = str(interaction.guild_id) if interaction.guild_id else None
-        overrides = self.account.services.overrides
+        overrides = self.uses.overrides
         choices = []
-        for path in overridable_paths(self.account.services.config):
+        for path in overridable_paths(self.uses.config):
             if wanted and wanted not in path.lower():
                 continue
             value = _show(overrides.get(scope, path, account_id=self.account.account_id).value)
@@ -222,7 +224,7 @@ class ConfigGroup(
     ) -> list[app_commands.Choice[str]]:
         """on / off for a switch, a few hour counts for a window; nothing for no flag yet."""
         key = getattr(interaction.namespace, "key", None)
-        path = find_flag_path(self.account.services.config, str(key)).path if key else None
+        path = find_flag_path(self.uses.config, str(key)).path if key else None
         if path is None or interaction.guild_id is None or not is_admin(interaction):
             return []
         offered = _BOOL_VALUES if flag_is_bool(path) else _HOUR_VALUES
@@ -239,7 +241,7 @@ class ConfigGroup(
             command = interaction.command.qualified_name if interaction.command else "config get"
             await _reply(interaction, empty_key_text(command))
             return None
-        config = self.account.services.config
+        config = self.uses.config
         found = find_flag_path(config, key)
         if found.path is not None:
             return found.path
@@ -257,14 +259,14 @@ class ConfigGroup(
         """The scope to change; None (after answering) when the user may not."""
         if not everywhere:
             return str(interaction.guild_id)
-        if interaction.user.id not in self.account.services.config.discord.operator_ids:
+        if interaction.user.id not in self.uses.discord.operator_ids:
             await interaction.response.send_message(OPERATORS_ONLY, ephemeral=True)
             return None
         return EVERY_SERVER
 
     def _shown(self, scope: str | None, path: str) -> str:
         """The flag's value in ``scope`` and where it comes from, in words."""
-        overrides = self.account.services.overrides
+        overrides = self.uses.overrides
         flag = overrides.get(scope, path, account_id=self.account.account_id)
         origin = overrides.origin(scope, flag.source) if flag.overridden else None
         return f"`{_show(flag.value)}`, {source_text(flag, origin)}"

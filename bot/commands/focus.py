@@ -16,10 +16,9 @@ from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_for
-from bot.commands.bound import binding_for
-from bot.commands.permissions import NOT_OWNER, may_change
-from core.bindings.focus import find_session, persona_name
-from core.bindings.focus import focus as focus_session
+from bot.commands.bound import binding_for, uses_of
+from bot.commands.permissions import NOT_OWNER, is_admin
+from core.bindings.focus import NoSuchSession, NotOwner, persona_name
 from core.errors import ConversationAlreadyBound, ThreadboundError
 
 __all__ = ["NOT_OWNER", "FocusCommands"]
@@ -32,6 +31,7 @@ class FocusCommands:
 
     def __init__(self, account: AccountRuntime) -> None:
         self.account = account
+        self.uses = uses_of(account)
 
     def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
         """The slash commands, each calling its method on this object."""
@@ -51,28 +51,29 @@ class FocusCommands:
     @app_commands.describe(target="Session key (or the persona name of a bound session)")
     @app_commands.guild_only()
     async def focus(self, interaction: discord.Interaction, target: str) -> None:
-        services = self.account.services
         thread = interaction.channel
         if not isinstance(thread, discord.Thread):
             await interaction.response.send_message(NOT_A_THREAD, ephemeral=True)
             return
-        known = set(await services.sessions.session_keys())
-        session_key = find_session(
-            services.bindings, known, target.strip(), account_id=self.account.account_id
+        focus = self.uses.focus
+        found = await focus.find(
+            target,
+            account_id=self.account.account_id,
+            user_id=str(interaction.user.id),
+            admin=is_admin(interaction),
         )
-        if session_key is None:
+        if isinstance(found, NoSuchSession):
             await interaction.response.send_message(
                 f"No session {target!r}; use a session key from /agents list.", ephemeral=True
             )
             return
-        if not await may_change(interaction, services, session_key):
+        if isinstance(found, NotOwner):
             await interaction.response.send_message(NOT_OWNER, ephemeral=True)
             return
         await interaction.response.defer(thinking=True)
         try:
-            record = await focus_session(
-                services.bindings,
-                session_key,
+            record = await focus.focus(
+                found,
                 conversation_for(self.account.account_id, thread.id, thread.parent_id),
                 scope=str(interaction.guild_id),
                 by=str(interaction.user.id),
@@ -95,5 +96,5 @@ class FocusCommands:
         if record is None:
             return
         await interaction.response.defer(thinking=True)
-        await self.account.services.bindings.unbind(record.binding_id, reason="user-unfocus")
+        await self.uses.bindings.unbind(record.binding_id, reason="user-unfocus")
         await interaction.followup.send(f"Unbound from `{record.target_session_key}`.")

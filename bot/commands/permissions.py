@@ -2,22 +2,11 @@
 
 Every command that changes a session (``/cancel``, ``/steer``, ``/followup``,
 ``/rewind``, ``/bookmark``, ``/focus``, ``/unfocus``, ``/session ...``, and the
-handoff buttons) asks
-:func:`may_change`, so the rule lives in one place. Reading stays open: a bound
-thread is a conversation, and whoever is in it sees it anyway.
-
-The owners of a session, from what the store keeps:
-
-* who started it: the subagent record's ``requested_by`` (a user's
-  ``/agents spawn``; a child spawned by a model inherits its parent's), kept
-  after every thread of the session is let go, so the owner can ``/focus`` it
-  again;
-* who bound one of its live threads: a binding's ``bound_by``. Only an owner
-  or an administrator may bind (``/focus`` asks :func:`may_change` too), so
-  this does not hand a session to anyone new; it covers sessions that are not
-  subagents.
-
-A session with neither is for administrators only.
+handoff buttons) asks :func:`may_change`, so the rule lives in one place: the
+owners are core's (:class:`core.subagents.owners.Owners`: who started the
+session, who bound one of its live threads); whether the person is a server
+administrator is Discord's, read here. Reading stays open: a bound thread is a
+conversation, and whoever is in it sees it anyway.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ from typing import Final
 
 import discord
 
-from bot.wiring import Services
+from core.usecases import UseCases
 
 __all__ = ["NOT_OWNER", "is_admin", "may_change"]
 
@@ -46,18 +35,8 @@ def is_admin(interaction: discord.Interaction) -> bool:
     return isinstance(user, discord.Member) and user.guild_permissions.administrator
 
 
-async def may_change(
-    interaction: discord.Interaction, services: Services, session_key: str
-) -> bool:
-    """Whether the invoking user may change ``session_key``: an owner, or an administrator.
-
-    Memory first (admin, then the live bindings); the store is read only for a
-    user who is neither, so the interaction is still answered well in time.
-    """
-    user = str(interaction.user.id)
-    if is_admin(interaction):
-        return True
-    if any(r.bound_by == user for r in services.bindings.list_by_session(session_key)):
-        return True
-    started = await services.subagents.get(session_key)
-    return started is not None and started.requested_by == user
+async def may_change(interaction: discord.Interaction, uses: UseCases, session_key: str) -> bool:
+    """Whether the invoking user may change ``session_key``: an owner, or an administrator."""
+    return await uses.owners.may_change(
+        session_key, str(interaction.user.id), admin=is_admin(interaction)
+    )

@@ -13,9 +13,10 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import binding_for
+from bot.commands.bound import binding_for, uses_of
 from core.canary import parse_duration
 from core.errors import ThreadboundError
+from core.inbox import Mode
 
 __all__ = ["SessionGroup", "parse_window"]
 
@@ -51,6 +52,7 @@ class SessionGroup(
     def __init__(self, account: AccountRuntime) -> None:
         super().__init__()
         self.account = account
+        self.uses = uses_of(account)
 
     @app_commands.command(name="idle", description="Unbind after this long without activity.")
     @app_commands.describe(duration="e.g. 2h, 30m, 1h30m, or off")
@@ -66,16 +68,12 @@ class SessionGroup(
         name="mode", description="What a plain message does while the agent runs."
     )
     @app_commands.describe(default="steer: redirect it now; follow_up: queue for after the turn")
-    async def mode(
-        self, interaction: discord.Interaction, default: Literal["steer", "follow_up"]
-    ) -> None:
+    async def mode(self, interaction: discord.Interaction, default: Mode) -> None:
         record = await binding_for(self.account, interaction, changes=True)
         if record is None:
             return
         try:
-            await self.account.services.bindings.update_metadata(
-                record.binding_id, default_mode=default
-            )
+            await self.uses.bindings.update_metadata(record.binding_id, default_mode=default)
         except ThreadboundError as exc:
             await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
             return
@@ -92,7 +90,7 @@ class SessionGroup(
         except ValueError as exc:
             await interaction.response.send_message(f"{exc}, or off", ephemeral=True)
             return
-        bindings, actor = self.account.services.bindings, str(interaction.user.id)
+        bindings, actor = self.uses.bindings, str(interaction.user.id)
         try:
             if which == "idle":
                 await bindings.set_lifetime(record.binding_id, idle_timeout_ms=ms, actor=actor)
@@ -105,7 +103,7 @@ class SessionGroup(
         await interaction.response.send_message(f"{label} of this thread: {_show_window(ms)}.")
 
 
-def _mode_text(default: Literal["steer", "follow_up"]) -> str:
+def _mode_text(default: Mode) -> str:
     """The answer to ``/session mode``: what a plain message does now, and the other way."""
     other = "follow_up" if default == "steer" else "steer"
     hint = (

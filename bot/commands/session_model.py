@@ -19,13 +19,11 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import agent_for
-from core.agent.agent import Agent, AgentBusy
+from bot.commands.bound import session_for, uses_of
 from core.agent.compaction import Compacted, NotCompacted
 from core.agent.usage import ContextSize, context_size
-from core.errors import ProviderError
+from core.control import CompactFailed, External, SessionView, UnknownProvider
 from core.providers.demo import LABEL as DEMO_LABEL
-from core.providers.demo import DemoProvider
 from core.sessions.snapshot import UsageTotals
 
 __all__ = [
@@ -38,6 +36,7 @@ __all__ = [
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
+RUNNING: Final = "The agent is running a turn; wait for it to end (or /cancel), then /compact."
 
 
 def usage_text(
@@ -103,16 +102,16 @@ def external_text(agent: str, command: str) -> str:
     return f"This session is the external agent `{agent}` (over ACP); {what}."
 
 
-def model_text(agent: Agent, configured: list[tuple[str, str]]) -> str:
+def model_text(view: SessionView, configured: list[tuple[str, str]]) -> str:
     """What ``/model`` says answers here: the demo model by name, else the model (the
     one its provider's table names when the session chose none) and what else there is."""
-    if isinstance(agent.provider, DemoProvider):
+    if view.demo:
         return (
             f"This session's model: the built-in demo model (its answers start with "
             f"`{DEMO_LABEL}`). No provider is configured; add a `[providers.<name>]` table "
             "to config.toml to talk to a real model."
         )
-    shown = agent.model or dict(configured).get(agent.provider.name) or "the provider's default"
+    shown = view.model or dict(configured).get(view.provider) or "the provider's default"
     offered = ", ".join(f"`{p}:{m}`" for p, m in configured) or "none configured"
     return f"This session's model: `{shown}`. Configured: {offered}."
 
@@ -138,6 +137,7 @@ class SessionModelCommands:
 
     def __init__(self, account: AccountRuntime) -> None:
         self.account = account
+        self.uses = uses_of(account)
 
     def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
         """The slash commands, each calling its method on this object."""
@@ -160,54 +160,57 @@ class SessionModelCommands:
         ]
 
     async def usage(self, interaction: discord.Interaction) -> None:
-        agent = await agent_for(self.account, interaction, changes=False)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=False)
+        if key is None:
             return
+        view = await self.uses.sessions.view(key)
         text = usage_text(
-            agent.tree.total_usage,
-            model=agent.model,
-            context_window=agent.model_info.context_window,
-            external=agent.settings.acp,
-            context=context_size(agent.tree),
+            view.tree.total_usage,
+            model=view.model,
+            context_window=view.context_window,
+            external=view.external,
+            context=context_size(view.tree),
         )
         await interaction.response.send_message(text, ephemeral=True)
 
     @app_commands.describe(name="provider or provider:model from the config; empty: show")
     async def model(self, interaction: discord.Interaction, name: str | None = None) -> None:
-        agent = await agent_for(self.account, interaction, changes=name is not None)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=name is not None)
+        if key is None:
             return
-        if agent.settings.acp is not None:
-            await interaction.response.send_message(
-                external_text(agent.settings.acp, "model"), ephemeral=True
-            )
-            return
-        factory = self.account.services.agent_factory
+        sessions = self.uses.sessions
         if name is None:
+            view = await sessions.view(key)
+            text = (
+                external_text(view.external, "model")
+                if view.external is not None
+                else model_text(view, sessions.models())
+            )
+            await interaction.response.send_message(text, ephemeral=True)
+            return
+        provider, _, wanted = name.strip().partition(":")
+        switched = await sessions.switch_model(
+            key, provider, wanted.strip() or None, by=str(interaction.user.id)
+        )
+        if isinstance(switched, External):
             await interaction.response.send_message(
-                model_text(agent, factory.models()), ephemeral=True
+                external_text(switched.agent, "model"), ephemeral=True
             )
             return
-        provider_name, _, wanted = name.strip().partition(":")
-        configured = dict(factory.models())
-        if provider_name not in configured:
-            known = ", ".join(f"`{p}`" for p in configured) or "none"
+        if isinstance(switched, UnknownProvider):
+            known = ", ".join(f"`{p}`" for p in switched.known) or "none"
             await interaction.response.send_message(
-                f"No provider named `{provider_name[:40]}` is configured (known: {known}).",
+                f"No provider named `{switched.name[:40]}` is configured (known: {known}).",
                 ephemeral=True,
                 allowed_mentions=_NO_MENTIONS,
             )
             return
-        chosen = wanted.strip() or configured[provider_name]
-        provider, info = factory.model_choice(provider_name, chosen)
-        await agent.switch_model(
-            provider_name, provider, chosen, info, by_user_id=str(interaction.user.id)
-        )
-        presenter = self.account.presenter_for(agent.session_key)
+        presenter = self.account.presenter_for(key)
         if presenter is not None:
             presenter.refresh_status()
         await interaction.response.send_message(
-            f"This session now uses `{chosen}` ({provider_name}) from its next model call.",
+            f"This session now uses `{switched.model}` ({switched.provider}) from its next "
+            "model call.",
             allowed_mentions=_NO_MENTIONS,
         )
 
@@ -216,7 +219,7 @@ class SessionModelCommands:
     ) -> list[app_commands.Choice[str]]:
         """``/model``'s ``name`` completed: every configured ``provider:model`` containing
         what was typed."""
-        choices = [f"{p}:{m}" for p, m in self.account.services.agent_factory.models()]
+        choices = [f"{p}:{m}" for p, m in self.uses.sessions.models()]
         wanted = current.lower()
         return [
             app_commands.Choice(name=c[:100], value=c[:100]) for c in choices if wanted in c.lower()
@@ -226,26 +229,25 @@ class SessionModelCommands:
     async def compact(
         self, interaction: discord.Interaction, instructions: str | None = None
     ) -> None:
-        agent = await agent_for(self.account, interaction, changes=True)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=True)
+        if key is None:
             return
-        if agent.settings.acp is not None:
+        sessions = self.uses.sessions
+        view = await sessions.view(key)
+        if view.external is not None:
             await interaction.response.send_message(
-                external_text(agent.settings.acp, "compact"), ephemeral=True
+                external_text(view.external, "compact"), ephemeral=True
             )
             return
-        if agent.running:
-            await interaction.response.send_message(
-                "The agent is running a turn; wait for it to end (or /cancel), then /compact.",
-                ephemeral=True,
-            )
+        if view.running:
+            await interaction.response.send_message(RUNNING, ephemeral=True)
             return
         await interaction.response.defer(thinking=True)
-        try:
-            done = await agent.compact(instructions)
-        except (AgentBusy, ProviderError) as exc:
-            await interaction.followup.send(
-                f"Could not compact: {exc}"[:2000], allowed_mentions=_NO_MENTIONS
-            )
-            return
-        await interaction.followup.send(compact_text(done), allowed_mentions=_NO_MENTIONS)
+        done = await sessions.compact(key, instructions)
+        if isinstance(done, Compacted | NotCompacted):
+            text = compact_text(done)
+        elif isinstance(done, CompactFailed):
+            text = f"Could not compact: {done.reason}"
+        else:
+            text = external_text(done.agent, "compact")
+        await interaction.followup.send(text[:2000], allowed_mentions=_NO_MENTIONS)

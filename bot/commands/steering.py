@@ -7,14 +7,16 @@ open to everyone: a thread is a conversation.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
 
 import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import NOT_BOUND, binding_for
-from core.inbox import InboxMessage, Outcome
+from bot.commands.bound import NOT_BOUND, binding_for, uses_of
+from core.control import Cancelled
+from core.inbox import InboxMessage, Mode, Outcome
 from core.logging import get_logger
 
 __all__ = ["NOT_SAVED", "SteeringCommands"]
@@ -24,7 +26,15 @@ _log = get_logger("bot.commands")
 NOT_SAVED = "⚠️ Your message could not be saved (the bot's store did not answer); send it again."
 
 
-def _said(outcome: Outcome, message: str, mode: Literal["steer", "follow_up"]) -> str:
+_Handler = Callable[[discord.Interaction, str], Coroutine[Any, Any, None]]
+_DELIVERIES: Final[tuple[tuple[str, str, Mode], ...]] = (
+    ("steer", "Redirect the running agent now.", "steer"),
+    ("followup", "Queue a message for after this turn.", "follow_up"),
+)
+"""``/steer`` and ``/followup``: one handling, told apart by the mode they deliver in."""
+
+
+def _said(outcome: Outcome, message: str, mode: Mode) -> str:
     """The command's answer: what became of the message."""
     if outcome.kind == "delivered":
         if outcome.started:
@@ -54,18 +64,16 @@ class SteeringCommands:
 
     def __init__(self, account: AccountRuntime) -> None:
         self.account = account
+        self.uses = uses_of(account)
 
     def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
         """The slash commands, each calling its method on this object."""
+        delivering: list[app_commands.Command[Any, ..., Any]] = [
+            app_commands.Command(name=name, description=description, callback=self._delivers(mode))
+            for name, description, mode in _DELIVERIES
+        ]
         return [
-            app_commands.Command(
-                name="steer", description="Redirect the running agent now.", callback=self.steer
-            ),
-            app_commands.Command(
-                name="followup",
-                description="Queue a message for after this turn.",
-                callback=self.followup,
-            ),
+            *delivering,
             app_commands.Command(
                 name="cancel",
                 description="Stop the running turn and drop the queue.",
@@ -73,40 +81,34 @@ class SteeringCommands:
             ),
         ]
 
-    async def steer(self, interaction: discord.Interaction, message: str) -> None:
-        await self._deliver(interaction, message, "steer")
+    def _delivers(
+        self, mode: Mode
+    ) -> Callable[[discord.Interaction, str], Coroutine[Any, Any, None]]:
+        """The handler of the command delivering in ``mode``."""
 
-    async def followup(self, interaction: discord.Interaction, message: str) -> None:
-        await self._deliver(interaction, message, "follow_up")
+        async def deliver(interaction: discord.Interaction, message: str) -> None:
+            await self._deliver(interaction, message, mode)
+
+        return deliver
 
     async def cancel(self, interaction: discord.Interaction) -> None:
         record = await binding_for(self.account, interaction, changes=True)
         if record is None:
             return
-        agent = self.account.services.runtime.peek(record.target_session_key)
         user = interaction.user
-        dropped = (
-            await agent.cancel(by_user_id=str(user.id), by_name=user.display_name)
-            if agent is not None
-            else []
+        done = await self.uses.sessions.cancel(
+            record.target_session_key, by_user_id=str(user.id), by_name=user.display_name
         )
-        if agent is not None:
-            _log.info(
-                "turn.cancelled",
-                session_key=record.target_session_key,
-                user=str(user.id),
-                dropped=len(dropped),
-            )
-        if dropped:
-            listed = "\n".join(f"- ({m.mode}) {m.text}" for m in dropped)
-            text = f"Cancelled. Dropped {len(dropped)} queued message(s):\n{listed}"
+        if not isinstance(done, Cancelled):
+            text = "Nothing is running here."
+        elif done.dropped:
+            listed = "\n".join(f"- ({m.mode}) {m.text}" for m in done.dropped)
+            text = f"Cancelled. Dropped {len(done.dropped)} queued message(s):\n{listed}"
         else:
-            text = "Cancelled." if agent is not None else "Nothing is running here."
+            text = "Cancelled."
         await interaction.response.send_message(text[:2000])
 
-    async def _deliver(
-        self, interaction: discord.Interaction, message: str, mode: Literal["steer", "follow_up"]
-    ) -> None:
+    async def _deliver(self, interaction: discord.Interaction, message: str, mode: Mode) -> None:
         """The message into the session's inbox, as a thread message would go; the answer
         says what became of it."""
         record = await binding_for(self.account, interaction, changes=True)
@@ -123,7 +125,7 @@ class SteeringCommands:
             source="command",
         )
         try:
-            outcome = await self.account.services.inbox.receive(item)
+            outcome = await self.uses.inbox.receive(item)
         except Exception:  # not even recorded
             _log.error("inbox.record_failed", item_id=item.item_id, exc_info=True)
             await interaction.response.send_message(NOT_SAVED, ephemeral=True)

@@ -1,10 +1,9 @@
 """``/tree``, ``/rewind``, ``/bookmark`` and ``/export`` inside a bound thread.
 
-Each handler resolves the thread's binding, loads its agent and calls one
-:class:`~core.sessions.log.SessionLog` operation on the agent's tree. Node ids
-are shown as 8-character prefixes; a command accepts a full id, a bookmark
-label or a unique prefix of a conversation node's id (resolved here, not in
-core, because prefixes are a display convenience of this view).
+Each handler resolves the thread's binding and makes one call to the session's
+use cases (:class:`core.control.SessionControl`). Node ids are shown as
+8-character prefixes; a command accepts a full id, a bookmark label or a unique
+prefix of a conversation node's id (:func:`core.control.resolve_ref`).
 
 ``/rewind`` and ``/bookmark`` change the session, so only its owners or an
 administrator may use them; ``/tree`` and ``/export`` only read it and are open
@@ -21,7 +20,8 @@ import discord
 from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
-from bot.commands.bound import agent_for
+from bot.commands.bound import session_for, uses_of
+from core.control import Running, resolve_ref
 from core.errors import SessionError
 from core.sessions.events import SessionEvent
 from core.sessions.export import export_html
@@ -34,36 +34,6 @@ SHORT_ID: Final = 8
 
 _LIMIT: Final = 2000
 _SUMMARY: Final = 60
-
-
-def resolve_ref(tree: SessionTree, ref: str, /) -> str:
-    """The node id ``ref`` names: a full id, a bookmark label, or a unique id prefix.
-
-    Only conversation nodes are matched by prefix; they are the ones the tree shows.
-
-    Raises:
-        SessionError: no node or bookmark matches, or the prefix matches several nodes.
-    """
-    ref = ref.strip()
-    if ref in tree.bookmarks or any(e.node_id == ref for e in tree.events):
-        return tree.resolve(ref)
-    matches = [e.node_id for e in tree.events if e.advances and e.node_id.startswith(ref)]
-    if len(matches) == 1 and ref:
-        return matches[0]
-    if len(matches) > 1 and ref:
-        shown = ", ".join(m[: len(ref) + 4] for m in matches[:5])
-        raise SessionError(
-            f"{ref!r} is the start of {len(matches)} node ids ({shown}); "
-            "type more characters of the id you mean",
-            session_key=tree.session_key,
-            ref=ref,
-        )
-    raise SessionError(
-        f"this session has no node or bookmark {ref!r}; "
-        "use /tree to see the node ids and bookmark labels",
-        session_key=tree.session_key,
-        ref=ref,
-    )
 
 
 def _summary(event: SessionEvent) -> str:
@@ -154,6 +124,7 @@ class TreeCommands:
 
     def __init__(self, account: AccountRuntime) -> None:
         self.account = account
+        self.uses = uses_of(account)
 
     def commands(self) -> list[app_commands.Command[Any, ..., Any]]:
         """The slash commands, each calling its method on this object."""
@@ -181,40 +152,39 @@ class TreeCommands:
         ]
 
     async def tree(self, interaction: discord.Interaction) -> None:
-        agent = await agent_for(self.account, interaction, changes=False)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=False)
+        if key is None:
             return
-        await interaction.response.send_message(render_tree(agent.tree), ephemeral=True)
+        view = await self.uses.sessions.view(key)
+        await interaction.response.send_message(render_tree(view.tree), ephemeral=True)
 
     @app_commands.describe(node="A node id (or its first characters) or a bookmark label.")
     async def rewind(self, interaction: discord.Interaction, node: str) -> None:
-        agent = await agent_for(self.account, interaction, changes=True)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=True)
+        if key is None:
             return
-        if agent.running:
+        try:
+            rewound = await self.uses.sessions.rewind(key, node)
+        except SessionError as exc:
+            await _refuse(interaction, exc)
+            return
+        if isinstance(rewound, Running):
             await interaction.response.send_message(
                 "The agent is running a turn; use /cancel first, then /rewind.", ephemeral=True
             )
             return
-        try:
-            node_id = resolve_ref(agent.tree, node)
-            old_text = await self.account.services.sessions.continue_from(agent.tree, node_id)
-        except SessionError as exc:
-            await _refuse(interaction, exc)
-            return
-        await interaction.response.send_message(_rewound_text(node_id, old_text))
+        await interaction.response.send_message(_rewound_text(rewound.node_id, rewound.old_text))
 
     @app_commands.describe(
         node="A node id (or its first characters) or a bookmark label.",
         label="The bookmark's name; a label already in use moves here.",
     )
     async def bookmark(self, interaction: discord.Interaction, node: str, label: str) -> None:
-        agent = await agent_for(self.account, interaction, changes=True)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=True)
+        if key is None:
             return
         try:
-            node_id = resolve_ref(agent.tree, node)
-            await self.account.services.sessions.bookmark(agent.tree, node_id, label)
+            node_id = await self.uses.sessions.bookmark(key, node, label)
         except SessionError as exc:
             await _refuse(interaction, exc)
             return
@@ -223,10 +193,11 @@ class TreeCommands:
         )
 
     async def export(self, interaction: discord.Interaction) -> None:
-        agent = await agent_for(self.account, interaction, changes=False)
-        if agent is None:
+        key = await session_for(self.account, interaction, changes=False)
+        if key is None:
             return
-        data = export_html(agent.tree).encode()
+        tree = (await self.uses.sessions.view(key)).tree
+        data = export_html(tree).encode()
         limit = interaction.filesize_limit
         if len(data) > limit:
             await interaction.response.send_message(
@@ -235,7 +206,7 @@ class TreeCommands:
                 ephemeral=True,
             )
             return
-        key = agent.tree.session_key
+        key = tree.session_key
         file = discord.File(io.BytesIO(data), filename=_export_name(key))
         await interaction.response.send_message(f"Session tree of `{key}`.", file=file)
 

@@ -1,8 +1,9 @@
 """What the handoff buttons share: their custom ids and how answers are sent.
 
-The buttons are plain components here (a ``custom_id`` is all Discord keeps);
-:mod:`bot.handoffs.views` registers the :class:`discord.ui.DynamicItem` classes
-that understand a press from that id alone, restart or not.
+The buttons are plain components here (a ``custom_id`` is all Discord keeps,
+written by :data:`HANDOFF_ID` and :data:`BRIEF_ID`); :mod:`bot.handoffs.views`
+registers the :class:`bot.presses.PressButton` classes that understand a press
+from that id alone, restart or not.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from typing import Any, Final, Literal
 
 import discord
 
-from adapters.discord.account import AccountRuntime
+from bot.presses import ButtonId, account_of
 from core.handoffs.brief import display_name
 
 __all__ = [
+    "BRIEF_ID",
     "BRIEF_LABEL",
-    "BRIEF_TEMPLATE",
-    "HANDOFF_TEMPLATE",
+    "HANDOFF_ID",
     "NOT_YOURS",
     "NO_MENTIONS",
     "Action",
@@ -33,8 +34,10 @@ __all__ = [
 
 NO_MENTIONS: Final = discord.AllowedMentions.none()
 
-HANDOFF_TEMPLATE: Final = r"tb:handoff:(?P<action>accept|reject):(?P<handoff_id>[0-9a-f]{32})"
-BRIEF_TEMPLATE: Final = r"tb:brief:(?P<binding_id>[0-9a-f]{32})"
+HANDOFF_ID: Final = ButtonId(
+    "handoff", (("action", "accept|reject"), ("handoff_id", "[0-9a-f]{32}"))
+)
+BRIEF_ID: Final = ButtonId("brief", (("binding_id", "[0-9a-f]{32}"),))
 BRIEF_LABEL: Final = "Ready — produce the brief"
 
 NOT_YOURS: Final = (
@@ -42,13 +45,6 @@ NOT_YOURS: Final = (
 )
 
 Action = Literal["accept", "reject"]
-
-
-def account_of(interaction: discord.Interaction) -> AccountRuntime:
-    account = getattr(interaction.client, "account", None)
-    if not isinstance(account, AccountRuntime):
-        raise RuntimeError("handoff buttons need a ThreadboundClient (with .account)")
-    return account
 
 
 async def say(interaction: discord.Interaction, text: str) -> None:
@@ -77,7 +73,7 @@ def handoff_button(
     return discord.ui.Button(
         label="Accept" if action == "accept" else "Reject",
         style=discord.ButtonStyle.success if action == "accept" else discord.ButtonStyle.danger,
-        custom_id=f"tb:handoff:{action}:{handoff_id}",
+        custom_id=HANDOFF_ID.format(action=action, handoff_id=handoff_id),
         disabled=disabled,
     )
 
@@ -86,7 +82,7 @@ def brief_button(binding_id: str, *, disabled: bool = False) -> discord.ui.Butto
     return discord.ui.Button(
         label=BRIEF_LABEL,
         style=discord.ButtonStyle.primary,
-        custom_id=f"tb:brief:{binding_id}",
+        custom_id=BRIEF_ID.format(binding_id=binding_id),
         disabled=disabled,
     )
 

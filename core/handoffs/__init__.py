@@ -9,6 +9,8 @@
   how its consolidation turn ended, read from the log.
 - :mod:`~core.handoffs.prompts`: :class:`BriefPrompts`, when the "produce the
   brief" button is due in a conversation.
+- :mod:`~core.handoffs.accept`: :class:`~core.handoffs.accept.Handoffs`, the use
+  case behind Accept and Reject (who speaks where once a handoff is decided).
 """
 
 from __future__ import annotations

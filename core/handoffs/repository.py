@@ -10,7 +10,13 @@ from sqlalchemy import Connection, delete, select
 from core.handoffs.activation import HandoffRecord
 from core.store.tables import HandoffRow, table_of
 
-__all__ = ["list_for_session", "list_with_status", "replace_session", "upsert"]
+__all__ = [
+    "list_for_session",
+    "list_taken_over",
+    "list_with_status",
+    "replace_session",
+    "upsert",
+]
 
 _T = table_of(HandoffRow)
 
@@ -45,4 +51,18 @@ def list_for_session(conn: Connection, session_key: str) -> list[HandoffRecord]:
 def list_with_status(conn: Connection, status: str) -> list[HandoffRecord]:
     """Every session's handoffs in ``status``, oldest offer first."""
     rows = conn.execute(select(_T).where(_T.c.status == status).order_by(_T.c.created_at, _T.c.id))
+    return [HandoffRecord.model_validate(dict(row._mapping)) for row in rows]
+
+
+def list_taken_over(conn: Connection, session_keys: Sequence[str]) -> list[HandoffRecord]:
+    """The accepted and completed handoffs of ``session_keys``, in one query: which agent
+    took each of those sessions over, without loading their logs."""
+    if not session_keys:
+        return []
+    rows = conn.execute(
+        select(_T)
+        .where(_T.c.session_key.in_(list(session_keys)))
+        .where(_T.c.status.in_(("accepted", "completed")))
+        .order_by(_T.c.created_at, _T.c.id)
+    )
     return [HandoffRecord.model_validate(dict(row._mapping)) for row in rows]
