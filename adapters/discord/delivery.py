@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
@@ -58,19 +58,17 @@ from adapters.discord.webhooks import WebhookPool, WebhookUnavailable
 from core import log_events
 from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
+from core.config import DEFAULT_DISPLAY_NAME
 from core.errors import DeliveryError
 from core.logging import get_logger
 from core.subagents.delivery import Posted
 
 __all__ = [
     "DEFAULT_PERSONA",
-    "STATUS_MESSAGE_KEY",
     "THREAD_DELETED",
-    "BotSink",
     "Persona",
-    "StatusSink",
     "ThreadDelivery",
-    "ThreadSink",
+    "name_tag",
     "persona_of",
     "spoken_by",
 ]
@@ -92,9 +90,8 @@ class Persona:
     avatar_url: str | None = None
 
 
-DEFAULT_PERSONA = Persona(name="Subagent")
-STATUS_MESSAGE_KEY = "status_message_id"
-"""Binding metadata: the message that is the thread's status line."""
+DEFAULT_PERSONA = Persona(name=DEFAULT_DISPLAY_NAME)
+"""Who speaks when a binding names no persona: the agents' own default name."""
 
 
 def persona_of(record: SessionBindingRecord) -> Persona:
@@ -103,7 +100,8 @@ def persona_of(record: SessionBindingRecord) -> Persona:
     return Persona(name=persona.name or DEFAULT_PERSONA.name, avatar_url=persona.avatar_url)
 
 
-def _name_tag(persona: Persona) -> str:
+def name_tag(persona: Persona) -> str:
+    """How the bot names a persona before the words it posts for it."""
     return f"**{persona.name}**: "
 
 
@@ -114,9 +112,9 @@ def spoken_by(persona: Persona | None, content: str) -> str:
     the speaker clear. Words that leave no room for the name go alone rather
     than cut: a streamed answer keeps room for it (:meth:`ThreadSink.limit`).
     """
-    if persona is None or len(_name_tag(persona)) + len(content) > MESSAGE_LIMIT:
+    if persona is None or len(name_tag(persona)) + len(content) > MESSAGE_LIMIT:
         return content
-    return _name_tag(persona) + content
+    return name_tag(persona) + content
 
 
 class _ThreadLost(Exception):
@@ -476,102 +474,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, _ThreadLost):
         return f"the thread cannot be written to ({exc.reason})"
     return discord_said(exc)
-
-
-class BotSink:
-    """A :class:`~adapters.discord.streaming.MessageSink` posting as the bot (status lines)."""
-
-    def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord) -> None:
-        self._delivery = delivery
-        self._record = record
-
-    async def send(self, content: str) -> str:
-        return await self._delivery.bot_send(self._record, content)
-
-    async def edit(self, message_id: str, content: str) -> str:
-        return await self._delivery.bot_edit(self._record, message_id, content)
-
-
-class StatusSink:
-    """The thread's one status line, kept across the agents shown there.
-
-    An agent rebuilt after eviction or a restart, or a new agent after a
-    handoff, gets a new presenter; without this each would post its own
-    "Status:" message. The line's message id lives in the binding's metadata
-    (``status_message_id``): a new presenter edits that message (posted again
-    if someone deleted it). Each message that becomes the line of a conversation
-    that goes on is pinned where the bot may pin (:meth:`ThreadDelivery.pin`), so a
-    long thread keeps it in view; a run-mode thread is one task, let go when it is
-    done, and its line is not pinned (a pin is a request and two gateway events
-    that would buy it nothing).
-    """
-
-    def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord) -> None:
-        self._bot = BotSink(delivery, record)
-        self._delivery = delivery
-        self._bindings = delivery.bindings
-        self._binding_id = record.binding_id
-
-    async def send(self, content: str) -> str:
-        current = self._bindings.get(self._binding_id)
-        known = current.meta.status_message_id if current else None
-        message_id = await (
-            self._bot.edit(str(known), content) if known else self._bot.send(content)
-        )
-        await self._remember(message_id)
-        return message_id
-
-    async def edit(self, message_id: str, content: str) -> str:
-        shown = await self._bot.edit(message_id, content)
-        if shown != message_id:
-            await self._remember(shown)
-        return shown
-
-    async def _remember(self, message_id: str) -> None:
-        current = self._bindings.active(self._binding_id)
-        if current is not None and current.meta.status_message_id != message_id:
-            await self._bindings.update_metadata(
-                self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
-            )
-            if current.meta.spawn_mode != "run":
-                await self._delivery.pin(current, message_id)
-
-
-class ThreadSink:
-    """A :class:`~adapters.discord.streaming.MessageSink` for one binding and persona."""
-
-    def __init__(self, delivery: ThreadDelivery, record: SessionBindingRecord, persona: Persona):
-        self._delivery = delivery
-        self._record = record
-        self._persona = persona
-        self._sent: dict[str, Posted] = {}
-        self._by_bot = False
-
-    def limit(self) -> int:
-        """The longest part to send: room for the persona's name once the bot speaks for it.
-
-        Only ever lowers (a streamed message must not be re-split into fewer parts).
-        """
-        if not self._by_bot:
-            return MESSAGE_LIMIT
-        return MESSAGE_LIMIT - len(_name_tag(self._persona))
-
-    async def send(self, content: str) -> str:
-        return self._keep(await self._delivery.send(self._record, self._persona, content))
-
-    async def edit(self, message_id: str, content: str) -> str:
-        sent = self._sent[message_id]
-        return self._keep(await self._delivery.edit(self._record, sent, self._persona, content))
-
-    def adopt(self, sent: Posted) -> None:
-        """A message an earlier process posted for this persona: this sink edits it now."""
-        self._keep(sent)
-
-    def posted(self, message_ids: Sequence[str]) -> tuple[Posted, ...]:
-        """The messages ``message_ids`` (this sink's), with the way each was sent."""
-        return tuple(self._sent[m] for m in message_ids if m in self._sent)
-
-    def _keep(self, sent: Posted) -> str:
-        self._sent[sent.message_id] = sent
-        self._by_bot = self._by_bot or sent.path == "bot"
-        return sent.message_id

@@ -30,7 +30,8 @@ from typing import Any
 import discord
 
 from adapters.discord.approvals import ApprovalMessages
-from adapters.discord.delivery import BotSink, Persona, StatusSink, ThreadDelivery, ThreadSink
+from adapters.discord.delivery import Persona, ThreadDelivery
+from adapters.discord.sinks import BotSink, StatusSink, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
 from core.agent.agent import Agent

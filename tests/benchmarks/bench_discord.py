@@ -30,9 +30,10 @@ sys.path.insert(0, str(ROOT))
 import discord  # noqa: E402
 import yarl  # noqa: E402
 
-from adapters.discord.delivery import Persona, ThreadSink  # noqa: E402
+from adapters.discord.delivery import Persona  # noqa: E402
 from adapters.discord.ids import conversation_for  # noqa: E402
 from adapters.discord.manager import ManagerRegistry  # noqa: E402
+from adapters.discord.sinks import ThreadSink  # noqa: E402
 from adapters.discord.streaming import StreamingMessage  # noqa: E402
 from bot.client import ThreadboundClient  # noqa: E402
 from bot.wiring import build_services  # noqa: E402
