@@ -371,6 +371,15 @@ class ThreadDelivery:
                 path=path,
                 code=code_of(exc),
             ) from exc
+        except RuntimeError as exc:  # aiohttp's "Session is closed", and the like
+            if not self.manager.client.is_closed():
+                raise
+            self._failed(record, path, exc, code=None)
+            raise DeliveryError(
+                f"could not post in thread {record.conversation.conversation_id}: the bot's "
+                "connection to Discord is closed; what is owed is finished at the next start",
+                path=path,
+            ) from exc
         self.bindings.touch(record.binding_id)
         return sent
 

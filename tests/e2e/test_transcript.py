@@ -12,6 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from adapters.discord.delivery import Persona
+from core.errors import DeliveryError
 from core.providers.scripted import Step
 from core.transcript import ThreadMessage, Transcript
 from tests.e2e.conftest import Bot, StartBot
@@ -160,3 +164,15 @@ class TestAFinishedAnswerCutByRefusalsAndACrash:
         shown = [p for p in parts if ANNOUNCED not in p and not p.startswith("✅")]
         assert len(shown) == 2
         assert "".join(p.strip() for p in shown).replace("\n", "") == answer.replace("\n", "")
+
+
+async def test_a_post_after_the_client_closed_is_a_delivery_failure(start_bot: StartBot) -> None:
+    """A stream still retrying when the client closes (a stop while Discord refuses) ends
+    with a DeliveryError its presenter expects, not an error nobody retrieves."""
+    bot = await start_bot([Step(text="hello")])
+    await spawn(bot, "write it", mode="session")
+    await done(bot)
+    record = bot.binding()
+    await bot.client.close()
+    with pytest.raises(DeliveryError, match="connection to Discord is closed"):
+        await bot.client.account.delivery.send(record, Persona("Scout"), "too late")
