@@ -11,9 +11,8 @@ synthetic one here, because providers reject a history with a dangling call.
 from __future__ import annotations
 
 from base64 import b64encode
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from html import escape
-from typing import Any
 
 from core.agent.usage import estimate_message, estimate_prompt
 from core.attachments import AttachmentRecord
@@ -238,14 +237,11 @@ def to_message(
 
 
 def user_words(
-    message: UserMessagePayload | Mapping[str, Any], *, load_image: ImageLoader | None = None
+    message: UserMessagePayload, *, load_image: ImageLoader | None = None
 ) -> tuple[str, tuple[ImagePart, ...]]:
     """What a person wrote, as they wrote it: the text with its attached text files after
     it, and its images; no author name, no steering label. An external agent gets those
-    apart from the words (:mod:`core.acp.turns`), so it never takes them for the task.
-    ``message``: a user message's data, or its stored payload."""
-    if not isinstance(message, UserMessagePayload):
-        message = UserMessagePayload.model_validate(message, extra="ignore")
+    apart from the words (:mod:`core.acp.turns`), so it never takes them for the task."""
     return _with_attachments(message.text, message.attachments, load_image)
 
 
