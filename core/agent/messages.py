@@ -119,7 +119,7 @@ class MessageDeriver:
         if (
             new is None
             or named != self._named
-            or any(e.data_as(CompactionPayload) is not None for e in new)
+            or any(isinstance(e.data, CompactionPayload) for e in new)
         ):
             self._named = named
             self._rebuild(tree)
@@ -165,10 +165,12 @@ class MessageDeriver:
             self._add(event)
 
     def _add(self, event: SessionEvent) -> None:
-        if not is_conversation(event):
+        if event.type not in _CONVERSATION_TYPES:
             return
-        result = event.data_as(ToolResultPayload)
-        if result is None and self._open_calls:
+        data = event.data
+        if not isinstance(data, _Conversation):  # see is_conversation
+            return
+        if not isinstance(data, ToolResultPayload) and self._open_calls:
             for unanswered in _unanswered(self._open_calls):
                 self._messages.append(unanswered)
                 self._tokens += estimate_message(unanswered)
@@ -176,17 +178,18 @@ class MessageDeriver:
         message = to_message(event, named=self._named, load_image=self._load_image)
         self._messages.append(message)
         self._tokens += estimate_message(message)
-        if message.role == "assistant":
+        if isinstance(data, AssistantMessagePayload):
             self._open_calls = list(message.tool_calls)
-        elif self._open_calls and result is not None:
-            self._open_calls = [c for c in self._open_calls if c.id != result.tool_call_id]
+        elif self._open_calls and isinstance(data, ToolResultPayload):
+            self._open_calls = [c for c in self._open_calls if c.id != data.tool_call_id]
 
 
 def readable(tree: SessionTree) -> tuple[str | None, list[SessionEvent]]:
     """What the model reads of the active path: the latest compaction's summary (None if
     there is none) and the events after what it summarised, the compaction left out."""
     path = tree.path()
-    marks = [(i, c) for i, e in enumerate(path) if (c := e.data_as(CompactionPayload)) is not None]
+    # Every node on the path is a conversation node, parsed for the context anyway.
+    marks = [(i, c) for i, e in enumerate(path) if isinstance(c := e.data, CompactionPayload)]
     if not marks:
         return None, path
     last, compaction = marks[-1]
