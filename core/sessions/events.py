@@ -68,9 +68,9 @@ class SessionEvent(BaseModel):
         A payload no model reads is an :class:`~core.sessions.payloads.UnknownPayload`
         (never an error): see :func:`~core.sessions.payloads.read_payload`.
         """
-        # Not functools.cached_property: the model is frozen, and model_copy() copies
-        # __dict__, so a copy with another payload would keep the old model. Keyed by the
-        # payload itself, a copy's stale entry is simply not used.
+        # Not functools.cached_property: model_copy() copies __dict__, so a copy with
+        # another payload would keep the old model. Kept beside the payload it was read
+        # from, a copy's stale entry is simply not used.
         cached = self.__dict__.get(_CACHE)
         if cached is not None and cached[0] is self.payload:
             data: BaseModel = cached[1]
@@ -84,7 +84,8 @@ class SessionEvent(BaseModel):
 
         The registry is asked first, so an event of another type is passed by without
         parsing its payload: cheap in a scan over a whole log, where ``match`` on
-        :attr:`data` would parse every event it meets.
+        :attr:`data` would parse every event it meets. (An unreadable payload is None
+        here too; to tell one apart, look for an ``UnknownPayload`` in :attr:`data`.)
         """
         registered = known_model(self.type)
         if registered is None or not issubclass(registered, model):
