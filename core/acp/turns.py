@@ -63,7 +63,7 @@ from acp.schema import (
 from acp.schema import Usage as AcpUsage
 
 from core.acp.connection import AcpConnection, Opened, cancelled
-from core.acp.payloads import ACP_SESSION, AcpSessionPayload, AcpToolCallPayload
+from core.acp.payloads import AcpSessionPayload, AcpToolCallPayload
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
@@ -96,8 +96,10 @@ from core.sessions.log import AppendItem, as_item
 from core.sessions.payloads import (
     ApprovalOption,
     AssistantMessagePayload,
+    DeliveryMode,
     TurnEndedPayload,
     TurnStartedPayload,
+    UserMessagePayload,
 )
 from core.sessions.tree import ApprovalRecord, SessionTree
 
@@ -126,9 +128,8 @@ asked for it (a steer prompts again, a person's reject ends it ``rejected``, a
 def stored_session(tree: SessionTree, agent: str) -> dict[str, Any] | None:
     """The agent's session the log names last (``acp.session``), if it is ``agent``'s."""
     for event in reversed(tree.events):  # a system event: beside the path, not on it
-        if event.type == ACP_SESSION:
-            payload = event.payload
-            return dict(payload) if payload.get("agent") == agent else None
+        if (stored := event.data_as(AcpSessionPayload)) is not None:
+            return stored.model_dump() if stored.agent == agent else None
     return None
 
 
@@ -243,7 +244,11 @@ class _Turn:
                     # -- a steer cancelled the prompt: record it, send it as the next one
                     queued = len(host.tree.path())
                     await inject_steering(host, turn_id, cut=True)
-                    steering = [e for e in host.tree.path()[queued:] if e.type == "user_message"]
+                    steering = [
+                        e
+                        for e in host.tree.path()[queued:]
+                        if e.data_as(UserMessagePayload) is not None
+                    ]
                     blocks = self._blocks(steering, "")
                     continue
                 reason, error = _STOP_REASONS.get(response.stop_reason, ("completed", None))
@@ -330,10 +335,13 @@ class _Turn:
         if context:
             blocks.append(_note(context, "context"))
         for event in events:
-            label = _label(event, named=named)
+            said = event.data_as(UserMessagePayload)
+            if said is None:
+                continue
+            label = _label(said, event.delivery_mode, named=named)
             if label is not None:
                 blocks.append(_note(*label))
-            text, images = user_words(event.payload, load_image=self.load_image)
+            text, images = user_words(said, load_image=self.load_image)
             blocks.append(text_block(text))
             for image in images:
                 if self.images:
@@ -644,13 +652,14 @@ def _note(text: str, kind: str) -> TextContentBlock:
     )
 
 
-def _label(event: SessionEvent, *, named: bool) -> tuple[str, str] | None:
+def _label(
+    said: UserMessagePayload, delivered: DeliveryMode | None, *, named: bool
+) -> tuple[str, str] | None:
     """The note before a message, and its kind: that it steers (and who sent it), or
     who wrote it in a thread where several people write; None when nothing needs saying."""
-    payload = event.payload
-    author = payload.get("author_name") if named else None
-    if event.delivery_mode == "steer":
-        if steering_source(payload.get("author_id")) == "system":
+    author = said.author_name if named else None
+    if delivered == "steer":
+        if steering_source(said.author_id) == "system":
             return (
                 "(threadbound, the chat bridge: the next block was sent by the bot itself, "
                 "not by a person, while you were working; your previous prompt was stopped "
@@ -680,12 +689,11 @@ def _conversation(tree: SessionTree) -> str:
     if summary:
         lines.append(f"(summary of the earlier conversation) {summary}")
     for event in events:
-        payload = event.payload
-        if event.type == "user_message":
-            who = payload.get("author_name") or "user"
-            lines.append(f"{who}: {payload.get('text', '')}")
-        elif event.type == "assistant_message" and payload.get("text"):
-            lines.append(f"assistant: {payload['text']}")
+        match event.data:
+            case UserMessagePayload(author_name=author, text=text):
+                lines.append(f"{author or 'user'}: {text}")
+            case AssistantMessagePayload(text=text) if text:
+                lines.append(f"assistant: {text}")
     if not lines:
         return ""
     text = "\n\n".join(lines)

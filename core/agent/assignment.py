@@ -37,6 +37,6 @@ register_event_type(AGENT_ACTIVATED, "system", AgentActivatedPayload)
 def active_agent(tree: SessionTree) -> str | None:
     """The agent the session's last ``agent.activated`` event names, or None (the default)."""
     for event in reversed(tree.events):
-        if event.type == AGENT_ACTIVATED:
-            return str(event.payload["agent"])
+        if (activated := event.data_as(AgentActivatedPayload)) is not None:
+            return activated.agent
     return None

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from core.agent.events import Compacted
-from core.agent.messages import readable, summary_message, to_message
+from core.agent.messages import is_conversation, readable, summary_message, to_message
 from core.agent.usage import (
     ModelInfo,
     counted,
@@ -47,7 +47,11 @@ from core.errors import ProviderError
 from core.providers.types import ChatMessage, Provider, StreamDone, TextDelta, Usage
 from core.sessions.events import SessionEvent
 from core.sessions.log import AppendItem, as_item
-from core.sessions.payloads import CompactionPayload
+from core.sessions.payloads import (
+    AssistantMessagePayload,
+    CompactionPayload,
+    UserMessagePayload,
+)
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -130,10 +134,7 @@ def needs_compaction(prompt_tokens: int, info: ModelInfo, settings: CompactionSe
 def _readable(tree: SessionTree) -> tuple[str | None, list[SessionEvent]]:
     """The previous summary and the conversation events the model reads after it."""
     summary, events = readable(tree)
-    return summary, [e for e in events if e.type in _CONVERSATION]
-
-
-_CONVERSATION: Final = frozenset({"user_message", "assistant_message", "tool_result"})
+    return summary, [e for e in events if is_conversation(e)]
 
 
 def _may_cut_before(events: Sequence[SessionEvent], index: int) -> bool:
@@ -141,12 +142,15 @@ def _may_cut_before(events: Sequence[SessionEvent], index: int) -> bool:
     previous = events[index - 1] if index > 0 else None
     after_steer = (
         previous is not None
-        and previous.type == "user_message"
+        and isinstance(previous.data, UserMessagePayload)
         and previous.delivery_mode == "steer"
     )
-    if event.type == "user_message":
-        return event.delivery_mode != "steer"
-    return event.type == "assistant_message" and not after_steer
+    match event.data:
+        case UserMessagePayload():
+            return event.delivery_mode != "steer"
+        case AssistantMessagePayload():
+            return not after_steer
+    return False
 
 
 def plan_cut(events: Sequence[SessionEvent], keep_recent_tokens: int) -> int | None:

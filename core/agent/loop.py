@@ -476,17 +476,18 @@ def resumable_turn(tree: SessionTree) -> ResumedTurn | None:
         return None  # an external agent's request: its process did not survive the restart
     answered: set[str] = set()
     for event in reversed(tree.path()):
-        if event.type == "tool_result":
-            answered.add(event.payload["tool_call_id"])
-        elif event.type == "assistant_message" and event.payload["turn_id"] == waiting.turn_id:
-            calls = [ToolCall.model_validate(c) for c in event.payload["tool_calls"]]
-            ids = [c.id for c in calls]
-            if waiting.tool_call_id not in ids:
-                return None
-            rest = [c for c in calls[ids.index(waiting.tool_call_id) :] if c.id not in answered]
-            if not rest or rest[0].id != waiting.tool_call_id:
-                return None
-            return ResumedTurn(waiting.turn_id, waiting.step, tuple(rest))
+        match event.data:
+            case ToolResultPayload(tool_call_id=call_id):
+                answered.add(call_id)
+            case AssistantMessagePayload(turn_id=waiting.turn_id, tool_calls=records):
+                calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in records]
+                ids = [c.id for c in calls]
+                if waiting.tool_call_id not in ids:
+                    return None
+                rest = [c for c in calls[ids.index(waiting.tool_call_id) :] if c.id not in answered]
+                if not rest or rest[0].id != waiting.tool_call_id:
+                    return None
+                return ResumedTurn(waiting.turn_id, waiting.step, tuple(rest))
     return None
 
 

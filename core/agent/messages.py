@@ -11,14 +11,19 @@ synthetic one here, because providers reject a history with a dangling call.
 from __future__ import annotations
 
 from base64 import b64encode
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from html import escape
-from typing import Any
 
 from core.agent.usage import estimate_message, estimate_prompt
+from core.attachments import AttachmentRecord
 from core.providers.types import ChatMessage, ImagePart, ToolCall
 from core.sessions.events import SessionEvent
-from core.sessions.payloads import ToolResultPayload
+from core.sessions.payloads import (
+    AssistantMessagePayload,
+    CompactionPayload,
+    ToolResultPayload,
+    UserMessagePayload,
+)
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -27,6 +32,7 @@ __all__ = [
     "SYSTEM_AUTHOR_PREFIX",
     "MessageDeriver",
     "derive_messages",
+    "is_conversation",
     "readable",
     "render_steering",
     "steering_source",
@@ -58,6 +64,8 @@ def steering_source(author_id: str | None) -> str:
 
 
 _CONVERSATION_TYPES = frozenset({"user_message", "assistant_message", "tool_result"})
+_Conversation = UserMessagePayload | AssistantMessagePayload | ToolResultPayload
+"""What a conversation event's data is: :func:`to_message` reads each of them."""
 
 
 def derive_messages(tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
@@ -108,7 +116,11 @@ class MessageDeriver:
     def derive(self, tree: SessionTree, *, system_prompt: str | None = None) -> list[ChatMessage]:
         new = self._new_events(tree)
         named = tree.people > 1  # a second person wrote: every message says who it is from
-        if new is None or named != self._named or any(e.type == "compaction" for e in new):
+        if (
+            new is None
+            or named != self._named
+            or any(isinstance(e.data, CompactionPayload) for e in new)
+        ):
             self._named = named
             self._rebuild(tree)
         else:
@@ -155,7 +167,10 @@ class MessageDeriver:
     def _add(self, event: SessionEvent) -> None:
         if event.type not in _CONVERSATION_TYPES:
             return
-        if event.type != "tool_result" and self._open_calls:
+        data = event.data
+        if not isinstance(data, _Conversation):  # see is_conversation
+            return
+        if not isinstance(data, ToolResultPayload) and self._open_calls:
             for unanswered in _unanswered(self._open_calls):
                 self._messages.append(unanswered)
                 self._tokens += estimate_message(unanswered)
@@ -163,24 +178,32 @@ class MessageDeriver:
         message = to_message(event, named=self._named, load_image=self._load_image)
         self._messages.append(message)
         self._tokens += estimate_message(message)
-        if event.type == "assistant_message":
+        if isinstance(data, AssistantMessagePayload):
             self._open_calls = list(message.tool_calls)
-        elif self._open_calls and event.type == "tool_result":
-            self._open_calls = [c for c in self._open_calls if c.id != message.tool_call_id]
+        elif self._open_calls and isinstance(data, ToolResultPayload):
+            self._open_calls = [c for c in self._open_calls if c.id != data.tool_call_id]
 
 
 def readable(tree: SessionTree) -> tuple[str | None, list[SessionEvent]]:
     """What the model reads of the active path: the latest compaction's summary (None if
     there is none) and the events after what it summarised, the compaction left out."""
     path = tree.path()
-    marks = [i for i, e in enumerate(path) if e.type == "compaction"]
+    # Every node on the path is a conversation node, parsed for the context anyway.
+    marks = [(i, c) for i, e in enumerate(path) if isinstance(c := e.data, CompactionPayload)]
     if not marks:
         return None, path
-    last = marks[-1]
-    kept_from = path[last].payload.get("first_kept_node_id")
+    last, compaction = marks[-1]
+    kept_from = compaction.first_kept_node_id
     ids = [e.node_id for e in path[:last]]
     start = ids.index(kept_from) if kept_from in ids else last + 1
-    return str(path[last].payload["summary"]), path[start:last] + path[last + 1 :]
+    return compaction.summary, path[start:last] + path[last + 1 :]
+
+
+def is_conversation(event: SessionEvent) -> bool:
+    """A user message, an assistant message or a tool result that a model can read: what
+    :func:`to_message` converts. One whose payload no longer reads (an old row that no
+    longer fits its model) is left out of the context rather than failing every turn."""
+    return event.type in _CONVERSATION_TYPES and isinstance(event.data, _Conversation)
 
 
 def to_message(
@@ -189,61 +212,61 @@ def to_message(
     """One conversation event as the provider reads it; ``named``: a user message starts
     with its author's display name (a thread where several people write). Attached
     text files follow the text; images become image parts (``load_image`` reads the
-    stored copies; without it, or when a copy is gone, the model is told so)."""
-    payload = event.payload
-    if event.type == "user_message":
-        text = payload["text"]
-        author = payload.get("author_name")
-        if named and author:
-            text = f"{author}: {text}"
-        text, images = _with_attachments(text, payload.get("attachments") or (), load_image)
-        if images:
-            return ChatMessage(role="user", content=text, images=images)
-        if event.delivery_mode == "steer":
-            text = render_steering(text, steering_source(payload.get("author_id")))
-        return ChatMessage(role="user", content=text)
-    if event.type == "assistant_message":
-        calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-            for c in payload.get("tool_calls", ())
-        )
-        return ChatMessage(role="assistant", content=payload.get("text") or None, tool_calls=calls)
-    return ChatMessage(
-        role="tool",
-        tool_call_id=payload["tool_call_id"],
-        name=payload["name"],
-        content=payload["content"],
-    )
+    stored copies; without it, or when a copy is gone, the model is told so).
+
+    Raises:
+        TypeError: ``event`` is not a conversation event (see :func:`is_conversation`).
+    """
+    match event.data:
+        case UserMessagePayload() as said:
+            text = f"{said.author_name}: {said.text}" if named and said.author_name else said.text
+            text, images = _with_attachments(text, said.attachments, load_image)
+            if images:
+                return ChatMessage(role="user", content=text, images=images)
+            if event.delivery_mode == "steer":
+                text = render_steering(text, steering_source(said.author_id))
+            return ChatMessage(role="user", content=text)
+        case AssistantMessagePayload(text=text, tool_calls=tool_calls):
+            calls = tuple(ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in tool_calls)
+            return ChatMessage(role="assistant", content=text or None, tool_calls=calls)
+        case ToolResultPayload() as result:
+            return ChatMessage(
+                role="tool",
+                tool_call_id=result.tool_call_id,
+                name=result.name,
+                content=result.content,
+            )
+    raise TypeError(f"a {event.type} event (seq {event.seq}) is no message a model reads")
 
 
 def user_words(
-    payload: Mapping[str, Any], *, load_image: ImageLoader | None = None
+    message: UserMessagePayload, *, load_image: ImageLoader | None = None
 ) -> tuple[str, tuple[ImagePart, ...]]:
     """What a person wrote, as they wrote it: the text with its attached text files after
     it, and its images; no author name, no steering label. An external agent gets those
     apart from the words (:mod:`core.acp.turns`), so it never takes them for the task."""
-    return _with_attachments(payload["text"], payload.get("attachments") or (), load_image)
+    return _with_attachments(message.text, message.attachments, load_image)
 
 
 def _with_attachments(
-    text: str, attachments: Sequence[dict[str, Any]], load_image: ImageLoader | None
+    text: str, attachments: Sequence[AttachmentRecord], load_image: ImageLoader | None
 ) -> tuple[str, tuple[ImagePart, ...]]:
     parts = [text] if text else []
     images: list[ImagePart] = []
     for item in attachments:
-        name = escape(str(item.get("name", "")), quote=True)
-        if item.get("kind") == "text":
-            parts.append(f'<attachment name="{name}">\n{item.get("text") or ""}\n</attachment>')
+        name = escape(item.name, quote=True)
+        if item.kind == "text":
+            parts.append(f'<attachment name="{name}">\n{item.text or ""}\n</attachment>')
             continue
         try:
-            data = load_image(str(item["stored"])) if load_image is not None else None
+            data = load_image(str(item.stored)) if load_image is not None else None
         except (OSError, ValueError, KeyError):
             data = None
         if data is None:
             parts.append(f'<attachment name="{name}">[image no longer available]</attachment>')
         else:
             parts.append(f'<attachment name="{name}">[image {len(images) + 1}]</attachment>')
-            images.append(ImagePart(mime=str(item["mime"]), data_base64=b64encode(data).decode()))
+            images.append(ImagePart(mime=item.mime, data_base64=b64encode(data).decode()))
     return "\n\n".join(parts), tuple(images)
 
 
@@ -263,20 +286,21 @@ def unanswered_results(
     stored history (not just the derived one) stays valid for the provider.
     """
     path = tree.path()
-    answered = {e.payload["tool_call_id"] for e in path if e.type == "tool_result"}
+    answered = {r.tool_call_id for e in path if (r := e.data_as(ToolResultPayload)) is not None}
     for event in reversed(path):
-        if event.type == "assistant_message":
-            return [
-                ToolResultPayload(
-                    turn_id=turn_id or event.payload["turn_id"],
-                    tool_call_id=call["id"],
-                    name=call["name"],
-                    content=content,
-                    skipped=True,
-                )
-                for call in event.payload.get("tool_calls", ())
-                if call["id"] not in answered
-            ]
-        if event.type == "user_message":
-            break
+        match event.data:
+            case AssistantMessagePayload() as reply:
+                return [
+                    ToolResultPayload(
+                        turn_id=turn_id or reply.turn_id,
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=content,
+                        skipped=True,
+                    )
+                    for call in reply.tool_calls
+                    if call.id not in answered
+                ]
+            case UserMessagePayload():
+                break
     return []

@@ -31,7 +31,7 @@ from typing import Final, Literal
 
 from core.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from core.providers.types import ChatMessage, ToolSpec, Usage
-from core.sessions.payloads import UsagePayload
+from core.sessions.payloads import CompactionPayload, UsagePayload
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -85,13 +85,15 @@ def context_size(tree: SessionTree) -> ContextSize:
     session was rewound to before it) does not count: the model reads everything again."""
     path: set[str] | None = None
     for event in reversed(tree.events):
-        if event.type == "usage" and event.payload.get("purpose", "turn") == "turn":
-            return ContextSize(int(event.payload["prompt_tokens"]))
-        if event.type == "compaction":
+        usage = event.data_as(UsagePayload)
+        if usage is not None and usage.purpose == "turn":
+            return ContextSize(usage.prompt_tokens)
+        compaction = event.data_as(CompactionPayload)
+        if compaction is not None:
             if path is None:
                 path = {e.node_id for e in tree.path()}
             if event.node_id in path:
-                return ContextSize(int(event.payload["tokens_after"]), compacted=True)
+                return ContextSize(compaction.tokens_after, compacted=True)
     return ContextSize(0)
 
 

@@ -22,12 +22,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from core.errors import ArtifactError, SessionError
+from core.sessions.events import SessionEvent
 from core.sessions.payloads import register_event_type
 
 __all__ = [
     "EVENT_PREFIX",
     "ArtifactPayload",
     "ArtifactType",
+    "artifact_of",
     "artifact_type",
     "artifact_types",
     "event_type",
@@ -166,6 +168,22 @@ def register_artifact_type(
 def artifact_type(name: str) -> ArtifactType | None:
     """The registered type ``name``, or ``None``."""
     return _TYPES.get(name)
+
+
+def artifact_of(event: SessionEvent) -> ArtifactPayload:
+    """The artifact ``event`` records: its payload, typed.
+
+    Raises:
+        ArtifactError: ``event`` records no artifact this process reads (another type, or
+            an artifact type not registered here).
+    """
+    artifact = event.data_as(ArtifactPayload)
+    if artifact is None:
+        raise ArtifactError(
+            event.type.removeprefix(EVENT_PREFIX),
+            f"event {event.node_id} records no artifact of a type registered here",
+        )
+    return artifact
 
 
 def artifact_types() -> dict[str, ArtifactType]:

@@ -22,6 +22,7 @@ from core.artifacts.registry import (
     EVENT_PREFIX,
     ArtifactType,
     ProducedBy,
+    artifact_of,
     artifact_type,
     artifact_types,
     event_type,
@@ -185,8 +186,7 @@ def artifact_tool_handler(
             agent=context.agent_name,
             allowed_types=allowed,
         )
-        return (
-            f"recorded artifact {args.type} {event.payload['artifact_id']} (node {event.node_id})"
-        )
+        artifact = artifact_of(event)
+        return f"recorded artifact {args.type} {artifact.artifact_id} (node {event.node_id})"
 
     return handle

@@ -25,17 +25,17 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from core.agent.agent import Agent, Submission
-from core.agent.assignment import AGENT_ACTIVATED, AgentActivatedPayload
-from core.artifacts.registry import EVENT_PREFIX
+from core.agent.assignment import AgentActivatedPayload
+from core.artifacts.registry import ArtifactPayload
 from core.config import AgentProfile, agent_display_name
 from core.errors import HandoffError, ThreadboundError
 from core.handoffs.activation import HandoffRecord, may_activate
 from core.handoffs.service import HandoffService, movable
 from core.logging import get_logger
 from core.runtime import SessionBusy, SessionRuntime
+from core.sessions.payloads import TurnEndedPayload
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -98,20 +98,20 @@ def handoff_input(
     if handoff.artifact_id is not None:
         artifact = next(
             (
-                e.payload
+                found
                 for e in tree.events
-                if e.type.startswith(EVENT_PREFIX)
-                and e.payload.get("artifact_id") == handoff.artifact_id
+                if (found := e.data_as(ArtifactPayload)) is not None
+                and found.artifact_id == handoff.artifact_id
             ),
             None,
         )
     if artifact is None:
         return f"{header} (no artifact was handed over)."
-    data: dict[str, Any] = artifact.get("data") or {}
+    data = artifact.data
     if "title" in data and "summary" in data:
-        return f"{header} — {artifact['type']}: {data['title']}\n\n{data['summary']}"
+        return f"{header} — {artifact.type}: {data['title']}\n\n{data['summary']}"
     body = json.dumps(data, ensure_ascii=False, indent=1)
-    return f"{header} — {artifact['type']}:\n{body}"
+    return f"{header} — {artifact.type}:\n{body}"
 
 
 async def activate(
@@ -214,9 +214,10 @@ def _answered_since_activation(tree: SessionTree, handoff_id: str) -> bool:
     """A turn ended after the ``agent.activated`` event this handoff wrote."""
     activated = False
     for event in tree.events:
-        if event.type == AGENT_ACTIVATED and event.payload.get("handoff_id") == handoff_id:
+        activation = event.data_as(AgentActivatedPayload)
+        if activation is not None and activation.handoff_id == handoff_id:
             activated = True
-        elif activated and event.type == "turn_ended":
+        elif activated and event.data_as(TurnEndedPayload) is not None:
             return True
     return False
 

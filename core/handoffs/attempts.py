@@ -34,7 +34,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.handoffs.service import EVENT_TYPES, HandoffEventPayload
 from core.sessions.events import SessionEvent
-from core.sessions.payloads import register_event_type
+from core.sessions.payloads import (
+    AssistantMessagePayload,
+    TurnCancelledPayload,
+    TurnEndedPayload,
+    TurnInterruptedPayload,
+    TurnStartedPayload,
+    register_event_type,
+)
 
 __all__ = [
     "BRIEF_REQUESTED",
@@ -49,6 +56,8 @@ __all__ = [
 BRIEF_REQUESTED: Final = "brief.requested"
 TURN_ENDS: Final = frozenset({"turn_ended", "turn_cancelled", "turn_interrupted"})
 """The events that close a turn, however it went."""
+_TurnEnd = TurnEndedPayload | TurnCancelledPayload | TurnInterruptedPayload
+"""Their payloads."""
 
 AttemptState = Literal["writing", "written", "failed"]
 
@@ -71,6 +80,8 @@ class BriefAttempt:
     """One ``brief.requested`` and what followed it in the log."""
 
     request: SessionEvent
+    asked: BriefRequestedPayload
+    """The request's payload: who asked whom."""
     turn_id: str | None = None
     """The consolidation turn (None: none has started since the request)."""
     end: SessionEvent | None = None
@@ -84,13 +95,13 @@ class BriefAttempt:
 
     @property
     def agent(self) -> str:
-        return str(self.request.payload["from_agent"])
+        return self.asked.from_agent
 
     @property
     def completed(self) -> bool:
         """The consolidation turn ended normally: only then may its answer be the brief."""
-        end = self.end
-        return end is not None and end.type == "turn_ended" and end.payload["reason"] == "completed"
+        end = self.end.data if self.end is not None else None
+        return isinstance(end, TurnEndedPayload) and end.reason == "completed"
 
     @property
     def state(self) -> AttemptState:
@@ -107,20 +118,19 @@ class BriefAttempt:
 
     def ending(self) -> str:
         """How the consolidation turn ended, in words (for a refusal)."""
-        end = self.end
-        if end is None:
+        if self.end is None:
             return "was stopped before it ended"
-        if end.type == "turn_cancelled":
-            return "was cancelled"
-        if end.type == "turn_interrupted":
-            return "was cut off by a bot restart"
-        reason = end.payload["reason"]
-        if reason == "completed":
-            return "ended"
-        if reason == "error":
-            return f"failed ({end.payload.get('error') or 'the model call failed'})"
-        if reason == "max_steps":
-            return f"was stopped after {end.payload['steps']} steps"
+        match self.end.data:
+            case TurnCancelledPayload():
+                return "was cancelled"
+            case TurnInterruptedPayload():
+                return "was cut off by a bot restart"
+            case TurnEndedPayload(reason="completed"):
+                return "ended"
+            case TurnEndedPayload(reason="error", error=error):
+                return f"failed ({error or 'the model call failed'})"
+            case TurnEndedPayload(reason="max_steps", steps=steps):
+                return f"was stopped after {steps} steps"
         return "was stopped: the session's budget is used up"
 
 
@@ -129,10 +139,10 @@ def attempts(events: Iterable[SessionEvent]) -> list[BriefAttempt]:
     found: list[BriefAttempt] = []
     current: BriefAttempt | None = None
     for event in events:
-        if event.type == BRIEF_REQUESTED:
+        if (asked := event.data_as(BriefRequestedPayload)) is not None:
             if current is not None:
                 found.append(_replaced(current))
-            current = BriefAttempt(request=event)
+            current = BriefAttempt(request=event, asked=asked)
             continue
         if current is None:
             continue
@@ -162,21 +172,31 @@ def _replaced(attempt: BriefAttempt) -> BriefAttempt:
 
 def _step(attempt: BriefAttempt, event: SessionEvent) -> BriefAttempt:
     """``attempt`` once ``event`` (a later one) is taken into account."""
-    kind, payload = event.type, event.payload
     if attempt.end is None and attempt.turn_id is None:
-        if kind == "turn_started":
-            return replace(attempt, turn_id=str(payload["turn_id"]))
-        if kind in TURN_ENDS:  # stopped before its turn had started
+        if (started := event.data_as(TurnStartedPayload)) is not None:
+            return replace(attempt, turn_id=started.turn_id)
+        if _turn_end(event) is not None:  # stopped before its turn had started
             return replace(attempt, end=event)
         return attempt
     if attempt.end is None:
-        if kind == "assistant_message" and payload.get("turn_id") == attempt.turn_id:
-            text = str(payload.get("text") or "")
-            return replace(attempt, answer=text) if text.strip() else attempt
-        if kind in TURN_ENDS and payload.get("turn_id") == attempt.turn_id:
+        reply = event.data_as(AssistantMessagePayload)
+        if reply is not None and reply.turn_id == attempt.turn_id:
+            return replace(attempt, answer=reply.text) if reply.text.strip() else attempt
+        end = _turn_end(event)
+        if end is not None and end.turn_id == attempt.turn_id:
             return replace(attempt, end=event)
         return attempt
-    offer = kind == EVENT_TYPES["offered"] and not attempt.offered
-    if offer and HandoffEventPayload.model_validate(payload).from_agent == attempt.agent:
-        return replace(attempt, offered=True)
+    if event.type == EVENT_TYPES["offered"] and not attempt.offered:
+        offer = event.data_as(HandoffEventPayload)
+        if offer is not None and offer.from_agent == attempt.agent:
+            return replace(attempt, offered=True)
     return attempt
+
+
+def _turn_end(event: SessionEvent) -> _TurnEnd | None:
+    """The payload of ``event`` if it closes a turn (its type is asked first: no parsing
+    of the events in between)."""
+    if event.type not in TURN_ENDS:
+        return None
+    data = event.data
+    return data if isinstance(data, _TurnEnd) else None

@@ -25,6 +25,7 @@ from typing import Final
 from core.agent.agent import Agent, AgentBusy
 from core.agent.assignment import active_agent
 from core.artifacts.builtin import BriefData
+from core.artifacts.registry import artifact_of
 from core.artifacts.service import ArtifactService
 from core.config import AgentProfile, agent_display_name
 from core.errors import ThreadboundError
@@ -190,10 +191,11 @@ class Briefs:
             raise BriefNotWritten(name, attempt.ending())
         if not attempt.answer.strip():
             raise ThreadboundError(f"{name} gave no answer to write it from")
+        brief = brief_from_answer(attempt.answer, next_agent=ready.to_agent)
         event = await self._artifacts.produce_confirmed(
             agent.tree,
             type="brief",
-            data=brief_from_answer(attempt.answer, next_agent=ready.to_agent).model_dump(),
+            data=brief.model_dump(),
             origin=origin,
             confirmed_by=by_user,
             agent=ready.from_agent,
@@ -202,7 +204,7 @@ class Briefs:
             agent.tree,
             from_agent=ready.from_agent,
             to_agent=ready.to_agent,
-            artifact_id=event.payload["artifact_id"],
+            artifact_id=artifact_of(event).artifact_id,
             actor=by_user,
         )
-        return Brief(handoff, str(event.payload["data"]["title"]))
+        return Brief(handoff, brief.title)

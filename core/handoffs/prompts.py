@@ -30,13 +30,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from core.agent.assignment import AGENT_ACTIVATED, active_agent
+from core.agent.assignment import AgentActivatedPayload, active_agent
 from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.config import AgentProfile
 from core.handoffs.attempts import attempts
 from core.handoffs.service import EVENT_TYPES, HandoffEventPayload, replay
 from core.sessions.events import SessionEvent
+from core.sessions.payloads import TurnEndedPayload
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -76,7 +77,7 @@ def brief_due(events: Iterable[SessionEvent], agent: str, prompted: int | None) 
     for event in events:
         if _opens_anew(event, agent):
             reset = event.seq
-        elif event.type == "turn_ended":
+        elif event.data_as(TurnEndedPayload) is not None:
             last_turn = event.seq
     for attempt in attempts(events):
         if attempt.agent != agent:
@@ -102,7 +103,12 @@ def prompted_at(
         return int(prompts[agent])
     if agent in (metadata.get(LEGACY_PROMPTED_KEY) or ()):
         return max(
-            (e.seq for e in events if e.type == AGENT_ACTIVATED and e.payload["agent"] == agent),
+            (
+                e.seq
+                for e in events
+                if (activated := e.data_as(AgentActivatedPayload)) is not None
+                and activated.agent == agent
+            ),
             default=0,
         )
     return None
@@ -150,8 +156,9 @@ class BriefPrompts:
 
 def _opens_anew(event: SessionEvent, agent: str) -> bool:
     """``agent`` activated, or a handoff from it rejected: a brief is possible again."""
-    if event.type == AGENT_ACTIVATED:
-        return bool(event.payload["agent"] == agent)
+    if (activated := event.data_as(AgentActivatedPayload)) is not None:
+        return activated.agent == agent
     if event.type == EVENT_TYPES["rejected"]:
-        return HandoffEventPayload.model_validate(event.payload).from_agent == agent
+        rejected = event.data_as(HandoffEventPayload)
+        return rejected is not None and rejected.from_agent == agent
     return False

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import Any, Final
+from typing import Final
 
 from core.sessions.events import ADVANCING_KINDS, SessionEvent
+from core.sessions.payloads import (
+    AssistantMessagePayload,
+    CompactionPayload,
+    ToolResultPayload,
+    UserMessagePayload,
+)
 from core.sessions.tree import SessionTree
 
 __all__ = ["render_html"]
@@ -74,20 +80,22 @@ def _excerpt(text: str, limit: int) -> str:
 
 
 def _node_text(event: SessionEvent) -> str:
-    payload = event.payload
-    if event.type in ("user_message", "assistant_message"):
-        return str(payload.get("text", ""))
-    if event.type == "tool_result":
-        return str(payload.get("content", ""))
-    if event.type == "compaction":
-        return (
-            f"🗜️ compaction ({payload.get('tokens_before')} → {payload.get('tokens_after')} "
-            f"tokens; the model reads from node {str(payload.get('first_kept_node_id'))[:8]} "
-            f"on):\n{payload.get('summary', '')}"
-        )
-    return json.dumps(payload, ensure_ascii=False, indent=1)
+    match event.data:
+        case UserMessagePayload(text=text) | AssistantMessagePayload(text=text):
+            return text
+        case ToolResultPayload(content=content):
+            return content
+        case CompactionPayload() as compaction:
+            return (
+                f"🗜️ compaction ({compaction.tokens_before} → {compaction.tokens_after} "
+                f"tokens; the model reads from node {str(compaction.first_kept_node_id)[:8]} "
+                f"on):\n{compaction.summary}"
+            )
+    return json.dumps(event.payload, ensure_ascii=False, indent=1)
 
 
+# Artifact payloads are read as stored: their model belongs to core.artifacts, a layer
+# above this one (see _ARTIFACT_PREFIX).
 def _origin(event: SessionEvent) -> list[str]:
     origin = event.payload.get("origin")
     if not isinstance(origin, list):
@@ -268,22 +276,20 @@ class _Page:
             f" <code>{escape(node_id[:8])}</code>{''.join(badges)}</div>"
             f'<pre class="text">{escape(_node_text(event))}</pre>'
         )
-        self._tool_calls(event.payload)
+        self._tool_calls(event)
         if derived:
             lines = "".join(_artifact_line(artifact) for artifact in derived)
             self.out.append(f'<ul class="arts">{lines}</ul>')
         self._system_list(node_id)
         self.out.append("</li>")
 
-    def _tool_calls(self, payload: dict[str, Any]) -> None:
-        calls = payload.get("tool_calls")
-        if not calls or not isinstance(calls, list):
+    def _tool_calls(self, event: SessionEvent) -> None:
+        reply = event.data_as(AssistantMessagePayload)
+        if reply is None or not reply.tool_calls:
             return
         items = "".join(
-            f"<li><code>{escape(str(call.get('name')))}</code>"
-            f"(<code>{escape(str(call.get('arguments')))}</code>)</li>"
-            for call in calls
-            if isinstance(call, dict)
+            f"<li><code>{escape(call.name)}</code>(<code>{escape(call.arguments)}</code>)</li>"
+            for call in reply.tool_calls
         )
         self.out.append(f'<ul class="calls">{items}</ul>')
 

@@ -3,6 +3,9 @@
 Kept apart from :class:`~core.sessions.tree.SessionTree`'s conversation
 structure (nodes, head, branches, bookmarks): these events never touch the
 tree's shape, and the agent loop reads them on every step.
+
+Like the tree's, these handlers replay every event at load and so read the stored
+payloads, not ``event.data`` (see :mod:`core.sessions.tree`).
 """
 
 from __future__ import annotations

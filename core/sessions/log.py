@@ -38,6 +38,7 @@ from core.sessions import repository
 from core.sessions._group_commit import GroupCommitter
 from core.sessions._writes import AppendItem, as_item, event_row, prepare_write, projection_rows
 from core.sessions.events import DeliveryMode, SessionEvent
+from core.sessions.payloads import UserMessagePayload
 from core.sessions.tree import SessionTree
 from core.store.database import Database
 from core.store.errors import store_errors
@@ -173,8 +174,8 @@ class SessionLog:
             nonlocal old_text
             node = tree.conversation_node(ref)
             target: str | None = node.node_id
-            if node.type == "user_message":
-                target, old_text = node.parent_id, node.payload["text"]
+            if (message := node.data_as(UserMessagePayload)) is not None:
+                target, old_text = node.parent_id, message.text
             head, active = tree.head_id, tree.active_branch_id
             if target == head:
                 return []

@@ -10,6 +10,13 @@ at import time through :func:`register_event_type`.
 Stored payloads are the models' JSON dumps (defaults filled in), so replaying
 a log never needs the models again and old events stay readable when a type
 gains an optional field.
+
+Reading goes the other way: :func:`read_payload` turns a stored payload back
+into its model (what :attr:`core.sessions.events.SessionEvent.data` returns),
+tolerantly, since a log outlives the code that wrote it: keys a later version
+dropped are ignored, and a payload no model can read (its type was registered
+by a plugin that is gone, or it no longer fits) is an :class:`UnknownPayload`
+rather than an error, so one old row never stops a reader.
 """
 
 from __future__ import annotations
@@ -22,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.attachments import AttachmentRecord
 from core.errors import SessionError
-from core.sessions.events import DeliveryMode, EventKind
 
 __all__ = [
     "ApprovalDecidedPayload",
@@ -33,6 +39,8 @@ __all__ = [
     "BranchCreatedPayload",
     "BudgetStopPayload",
     "CompactionPayload",
+    "DeliveryMode",
+    "EventKind",
     "HeadMovedPayload",
     "MessageQueuedPayload",
     "ModelChangedPayload",
@@ -46,15 +54,24 @@ __all__ = [
     "TurnInterruptedPayload",
     "TurnStartedPayload",
     "UnbookmarkPayload",
+    "UnknownPayload",
     "UsagePayload",
     "UserMessagePayload",
     "event_kind",
     "event_type_of",
+    "known_model",
     "payload_model",
+    "read_payload",
     "register_event_type",
     "registered_types",
     "validate_payload",
 ]
+
+EventKind = Literal["user", "assistant", "system", "tool_boundary"]
+"""What an event is in the conversation; the type registry fixes it per event type."""
+
+DeliveryMode = Literal["normal", "steer", "follow_up"]
+"""How a user message reached the model: at once, into a running turn, or after it."""
 
 _TYPE_NAME = re.compile(r"[a-z][a-z0-9_]*(?:[.-][a-z0-9_]+)*")
 _MAX_TYPE_LENGTH = 100  # the width of session_events.type
@@ -281,6 +298,20 @@ class ModelChangedPayload(_Payload):
     by_user_id: str | None = None
 
 
+class UnknownPayload(_Payload):
+    """What :attr:`~core.sessions.events.SessionEvent.data` is for a stored payload no
+    model reads: an event of a type nothing registered in this process (a plugin's that is
+    not loaded, a later version's), or one that no longer fits its model (a field that
+    became required). The event still loads and its ``payload`` keeps the stored JSON; a
+    reader matching on models passes it by like any event it does not handle. Registered
+    for no type, so it can never be appended."""
+
+    type: str
+    """The event's type."""
+    reason: str
+    """Why no model reads it, in words (for a log line or an export)."""
+
+
 _REGISTRY: dict[str, tuple[EventKind, type[BaseModel]]] = {}
 _TYPES_OF: dict[type[BaseModel], list[str]] = {}
 """The types registered for each model: :func:`event_type_of` runs at every append."""
@@ -374,14 +405,42 @@ def validate_payload(type: str, payload: Mapping[str, Any] | BaseModel) -> dict[
         else:
             value = model.model_validate(payload)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '<payload>'}: {error['msg']}"
-            for error in exc.errors(include_url=False)
-        )
         raise SessionError(
-            f"payload of a {type!r} event does not fit {model.__name__}: {problems}", ref=type
+            f"payload of a {type!r} event does not fit {model.__name__}: {_problems(exc)}",
+            ref=type,
         ) from exc
     return value.model_dump(mode="json")
+
+
+def known_model(type: str) -> type[BaseModel] | None:
+    """The payload model of ``type``, or None where it is not registered (never raises)."""
+    known = _REGISTRY.get(type)
+    return known[1] if known is not None else None
+
+
+def read_payload(type: str, payload: Mapping[str, Any]) -> BaseModel:
+    """A stored payload of a ``type`` event as its model; see the module doc.
+
+    Keys the model does not know are ignored (at any depth): the payload was validated
+    when it was written, and a key a later version dropped must not hide the rest.
+    Never raises: an :class:`UnknownPayload` says why nothing reads it.
+    """
+    model = known_model(type)
+    if model is None:
+        return UnknownPayload(type=type, reason=f"no payload model is registered for {type!r}")
+    try:
+        return model.model_validate(payload, extra="ignore")
+    except ValidationError as exc:
+        return UnknownPayload(
+            type=type, reason=f"the payload does not fit {model.__name__}: {_problems(exc)}"
+        )
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or '<payload>'}: {error['msg']}"
+        for error in exc.errors(include_url=False)
+    )
 
 
 _BUILT_INS: tuple[tuple[str, EventKind, type[BaseModel]], ...] = (

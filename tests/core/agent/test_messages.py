@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,10 +15,12 @@ from core.agent.messages import (
     render_steering,
 )
 from core.agent.usage import estimate_prompt
+from core.sessions.events import DeliveryMode, EventKind, SessionEvent
 from core.sessions.log import SessionLog
 from core.sessions.tree import SessionTree
 from core.store import Database
 from tests.fixtures.agents import sqlite_database
+from tests.fixtures.sessions import T0
 
 
 @pytest.fixture
@@ -159,3 +162,34 @@ async def test_an_estimate_of_another_list_walks_it(log: SessionLog) -> None:
     shorter = derived[:0]
     assert deriver.estimate(shorter) == 0
     assert deriver.estimate(list(derived)) == estimate_prompt(derived)
+
+
+def test_a_message_no_model_reads_is_left_out() -> None:
+    """A stored message that no longer fits its model (an earlier version's row) is left
+    out of the context, incrementally and in a full derivation; the turn still runs."""
+    tree = SessionTree("s")
+    rows: list[tuple[str, EventKind, dict[str, Any], DeliveryMode | None]] = [
+        ("user_message", "user", {"text": "hi", "requested_mode": "normal"}, "normal"),
+        ("assistant_message", "assistant", {"turn_id": "t1", "text": "hello"}, None),
+        ("user_message", "user", {"requested_mode": "normal"}, "normal"),  # no text
+        ("user_message", "user", {"text": "still there?", "requested_mode": "normal"}, "normal"),
+    ]
+    deriver = MessageDeriver()
+    for seq, (type_, kind, payload, mode) in enumerate(rows, start=1):
+        tree.apply(
+            SessionEvent(
+                session_key="s",
+                node_id=f"n{seq}",
+                parent_id=tree.head_id,
+                seq=seq,
+                kind=kind,
+                type=type_,
+                payload=payload,
+                delivery_mode=mode,
+                created_at=T0,
+            )
+        )
+        deriver.derive(tree)
+    expected = [("user", "hi"), ("assistant", "hello"), ("user", "still there?")]
+    assert [(m.role, m.content) for m in derive_messages(tree)] == expected
+    assert [(m.role, m.content) for m in deriver.derive(tree)] == expected

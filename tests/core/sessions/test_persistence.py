@@ -13,8 +13,16 @@ from structlog.testing import capture_logs
 
 from core.clock import FakeClock
 from core.errors import SessionError
-from core.sessions import SessionEvent, SessionLog, SessionTree
+from core.sessions import (
+    DeliveryMode,
+    EventKind,
+    SessionEvent,
+    SessionLog,
+    SessionTree,
+    export_html,
+)
 from core.sessions import repository as session_repository
+from core.sessions.payloads import AssistantMessagePayload, UnknownPayload, UserMessagePayload
 from core.store import Database
 from core.store.tables import SessionBranchRow, SessionEventRow, SessionHeadRow
 from tests.fixtures.sessions import T0, build_branched, reply, say, system
@@ -238,6 +246,57 @@ class TestRehydrate:
         for key in ("b", "a"):
             await say(log, await log.load(key), "hi")
         assert await log.session_keys() == ["a", "b"]
+
+
+_OTHER_VERSIONS: list[tuple[str, EventKind, dict[str, Any], DeliveryMode | None]] = [
+    # a key an earlier version wrote and this one dropped
+    ("user_message", "user", {"text": "hi", "requested_mode": "normal", "n": [1]}, "normal"),
+    # a plugin's type, the plugin not loaded in this process
+    ("plugin.note", "system", {"note": "kept as written"}, None),
+    # a payload that no longer fits its model (no text)
+    ("user_message", "user", {"requested_mode": "normal"}, "normal"),
+    # written before the optional fields' defaults were stored
+    ("assistant_message", "assistant", {"turn_id": "t1", "text": "hello"}, None),
+]
+
+
+class TestRowsOfOtherVersions:
+    async def test_they_load_and_read_as_far_as_they_can(self, database: Database) -> None:
+        """Rows a plugin that is gone, or an earlier version, wrote: the session loads with
+        no payload parsed; each event's data is its model where one reads it, else an
+        UnknownPayload, and the readers of the session carry on past it."""
+        tree = SessionTree("old")
+        for seq, (type_, kind, payload, mode) in enumerate(_OTHER_VERSIONS, start=1):
+            tree.apply(
+                SessionEvent(
+                    session_key="old",
+                    node_id=f"n{seq}",
+                    parent_id=tree.head_id,
+                    seq=seq,
+                    kind=kind,
+                    type=type_,
+                    payload=payload,
+                    delivery_mode=mode,
+                    created_at=T0,
+                )
+            )
+        await SessionLog(database).import_tree(tree)
+        loaded = await SessionLog(database).load("old")
+        assert loaded == tree
+        # Lazily: a load parses no payload (the models are built by the first read).
+        assert not any("_typed_payload" in event.__dict__ for event in loaded.events)
+        first, plugin, broken, reply_ = loaded.events
+        assert first.data == UserMessagePayload(text="hi")
+        assert plugin.data == UnknownPayload(
+            type="plugin.note", reason="no payload model is registered for 'plugin.note'"
+        )
+        assert plugin.payload == {"note": "kept as written"}
+        assert isinstance(broken.data, UnknownPayload)
+        assert reply_.data == AssistantMessagePayload(turn_id="t1", text="hello")
+        assert loaded.last_answer() == "hello"
+        page = export_html(loaded)
+        assert "plugin.note" in page
+        assert "kept as written" in page
 
 
 def append_runner(database: Database) -> str:
