@@ -129,9 +129,9 @@ class Approvals:
             StoreError: the session could not be loaded or the decision not recorded.
         """
         agent = await self._runtime.get(request.session_key)  # a restart's agent takes it up
-        asked = ApprovalRequestedPayload.model_validate(agent.tree.get(request.request_id).payload)
-        chosen = decision_of(asked, choice)
-        if chosen is None:
+        asked = agent.tree.get(request.request_id).data_as(ApprovalRequestedPayload)
+        chosen = decision_of(asked, choice) if asked is not None else None
+        if asked is None or chosen is None:
             return NoSuchChoice()
         decision, option_id = chosen
         outcome = await agent.decide(

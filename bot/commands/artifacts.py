@@ -11,6 +11,7 @@ from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_here, uses_of
+from core.artifacts.registry import EVENT_PREFIX, ArtifactPayload
 from core.sessions.events import SessionEvent
 
 __all__ = ["NO_ARTIFACTS", "ArtifactsCommands", "artifact_line", "artifacts_text"]
@@ -26,17 +27,19 @@ def _preview(data: object) -> str:
 
 def artifact_line(event: SessionEvent) -> str:
     """Type, id prefix, producer, confirmer, origin count and a short preview of the data."""
-    payload = event.payload
-    produced = str(payload.get("produced_by"))
-    if payload.get("agent"):
-        produced += f" ({payload['agent']})"
-    confirmed = payload.get("confirmed_by")
+    artifact = event.data_as(ArtifactPayload)
+    if artifact is None:  # a type this process does not register: named, not shown
+        return f"`{event.type.removeprefix(EVENT_PREFIX)}` (not readable by this bot)"
+    produced = str(artifact.produced_by)
+    if artifact.agent:
+        produced += f" ({artifact.agent})"
+    confirmed = artifact.confirmed_by
     parts = [
-        f"`{payload.get('type')}` `{str(payload.get('artifact_id'))[:8]}`",
+        f"`{artifact.type}` `{artifact.artifact_id[:8]}`",
         f"by {produced}",
         f"confirmed by <@{confirmed}>" if confirmed else "unconfirmed",
-        f"{len(payload.get('origin') or ())} origin node(s)",
-        _preview(payload.get("data")).replace("`", "'"),
+        f"{len(artifact.origin)} origin node(s)",
+        _preview(artifact.data).replace("`", "'"),
     ]
     return " · ".join(parts)
 

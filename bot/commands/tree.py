@@ -25,6 +25,11 @@ from core.control import Running, resolve_ref
 from core.errors import SessionError
 from core.sessions.events import SessionEvent
 from core.sessions.export import export_html
+from core.sessions.payloads import (
+    AssistantMessagePayload,
+    ToolResultPayload,
+    UserMessagePayload,
+)
 from core.sessions.tree import SessionTree, TreeNode
 
 __all__ = ["SHORT_ID", "TreeCommands", "render_tree", "resolve_ref"]
@@ -37,17 +42,16 @@ _SUMMARY: Final = 60
 
 
 def _summary(event: SessionEvent) -> str:
-    payload = event.payload
-    if event.type == "user_message":
-        text = f"user: {payload.get('text', '')}"
-    elif event.type == "assistant_message":
-        calls = [c.get("name", "?") for c in payload.get("tool_calls") or []]
-        said = payload.get("text") or ""
-        text = f"assistant: {said}" + (f" [calls {', '.join(calls)}]" if calls else "")
-    elif event.type == "tool_result":
-        text = f"tool {payload.get('name', '?')}: {payload.get('content', '')}"
-    else:
-        text = event.type
+    match event.data:
+        case UserMessagePayload(text=said):
+            text = f"user: {said}"
+        case AssistantMessagePayload(text=said, tool_calls=calls):
+            names = ", ".join(c.name for c in calls)
+            text = f"assistant: {said}" + (f" [calls {names}]" if calls else "")
+        case ToolResultPayload(name=name, content=content):
+            text = f"tool {name}: {content}"
+        case _:
+            text = event.type
     text = " ".join(text.split())
     return text if len(text) <= _SUMMARY else text[: _SUMMARY - 1] + "…"
 
