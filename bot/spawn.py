@@ -1,12 +1,13 @@
-"""``/agents spawn`` from Discord: flags first, then the spawn use case or the legacy path.
+"""``/agents spawn`` from Discord: the command parsed into the spawn use case, its answer
+rendered.
 
 With ``spawnSubagentSessions`` on (resolved for this guild and account, admin
-overrides included) the request goes to :class:`core.subagents.SubagentService`
-with a thread: it opens a thread in the requester's parent channel, binds it,
-starts the subagent there and later announces its completion once. Off, the
-legacy behaviour is untouched: no thread, the answer is posted where it was
-asked for; asking for a session (which lives in a thread) is refused with the
-flag's name.
+overrides included) the request asks :class:`core.subagents.SubagentService`
+for a thread: it opens one in the requester's parent channel, binds it, starts
+the subagent there and later announces its completion once. Off, it asks for a
+reply: no thread, and the answer alone is posted where it was asked, through
+the same outbox as every announcement (so a restart still posts it); asking for
+a session (which lives in a thread) is refused with the flag's name.
 
 :func:`plan` makes every check that needs no I/O and :meth:`SpawnPlan.run`
 does the rest, so ``/agents spawn`` knows a refusal (which only the requester
@@ -15,7 +16,6 @@ should see) before it shows everyone it is thinking.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,22 +23,12 @@ import discord
 
 from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
-from adapters.discord.text import split_message
-from core import log_events
-from core.agent.assignment import AGENT_ACTIVATED
-from core.agent.events import AgentEvent, TurnEnded
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
 from core.errors import FeatureDisabled
-from core.logging import get_logger
-from core.sessions.tree import SessionTree
 from core.subagents import service as core_spawn
 from core.subagents.service import SpawnRefused
 
 __all__ = ["SpawnCommand", "SpawnPlan", "SpawnRefused", "SpawnResult", "plan", "spawn"]
-
-
-_log = get_logger("bot.spawn")
-_NO_MENTIONS = discord.AllowedMentions.none()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +56,17 @@ class SpawnPlan:
     account: AccountRuntime
     request: SpawnCommand
     core: core_spawn.SpawnRequest
-    """What the spawn use case gets; ``thread`` says whether this is the threaded path."""
+    """What the spawn use case gets: with a thread, or a reply (threads off here)."""
     agent_id: str | None = None
     """The profile the checks chose (None: the default agent)."""
 
     async def run(self) -> SpawnResult:
         """Start the subagent; raises ThreadboundError when Discord or the store refuse."""
-        if not self.core.thread:
-            key = f"subagent:{uuid.uuid4().hex[:12]}"
-            return await _legacy(self.account, self.request, key, self.agent_id)
         spawned = await self.account.services.subagents.spawn(self.core)
-        assert spawned.binding is not None  # thread=True binds or raises
+        if spawned.binding is None:  # a reply
+            return SpawnResult(
+                spawned.record.session_key, None, "Working on it; the answer will be posted here."
+            )
         thread_id = int(spawned.binding.conversation.conversation_id)
         return SpawnResult(
             spawned.record.session_key,
@@ -103,6 +93,7 @@ def plan(account: AccountRuntime, request: SpawnCommand) -> SpawnPlan:
         agent=request.agent,
         mode=request.mode,
         thread=threads,
+        reply=not threads,
         parent_session_key=here.target_session_key if here else None,  # asked from a thread
         requester=requester,
         requested_by=str(request.user_id),
@@ -120,54 +111,3 @@ async def spawn(account: AccountRuntime, request: SpawnCommand) -> SpawnResult:
 def _threads_on(account: AccountRuntime, guild_id: int) -> bool:
     """Whether this guild and account spawn subagents in threads (admin overrides included)."""
     return account.services.overrides.spawns_threads(str(guild_id), account.account_id)
-
-
-async def _legacy(
-    account: AccountRuntime, request: SpawnCommand, session_key: str, agent_id: str | None
-) -> SpawnResult:
-    """No thread: run the task and post the answer in the channel it was asked from.
-
-    The chosen profile is recorded first, as on the threaded path: the runtime
-    builds a session's agent from the ``agent.activated`` its log names.
-    """
-    services = account.services
-    if agent_id is not None:
-        tree = await services.sessions.load(session_key)
-        activated = {"agent": agent_id, "by": str(request.user_id)}
-        await services.sessions.append(tree, AGENT_ACTIVATED, activated)
-    agent = await services.runtime.get(session_key)
-    channel = request.channel
-
-    def on_event(event: AgentEvent) -> None:
-        if isinstance(event, TurnEnded):
-            answer = _post_answer(agent.tree, channel, account.account_id, request.guild_id)
-            account.run_in_background(answer)
-            unsubscribe()
-
-    unsubscribe = agent.subscribe(on_event)
-    await agent.send(request.task, author_id=str(request.user_id), author_name=request.user_name)
-    return SpawnResult(session_key, None, "Working on it; the answer will be posted here.")
-
-
-async def _post_answer(
-    tree: SessionTree, channel: discord.abc.MessageableChannel, account_id: str, guild_id: int
-) -> None:
-    text = tree.last_answer() or "(the subagent finished without an answer)"
-    try:
-        for part in split_message(text):
-            await channel.send(part, allowed_mentions=_NO_MENTIONS)
-    except discord.HTTPException as exc:
-        log_events.emit(
-            log_events.DeliveryFailed(
-                completion_id=None,
-                path="bot",
-                destination=str(getattr(channel, "id", "")) or None,
-                binding_id=None,
-                error=exc,
-                code=exc.code or None,
-                retryable=False,
-                account=account_id,
-                guild=str(guild_id),
-            ),
-            _log,
-        )

@@ -56,7 +56,7 @@ from adapters.discord.retry import retrying
 from adapters.discord.text import MESSAGE_LIMIT
 from adapters.discord.webhooks import WebhookPool, WebhookUnavailable
 from core import log_events
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import BindingMetadata, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.errors import DeliveryError
 from core.logging import get_logger
@@ -531,7 +531,7 @@ class StatusSink:
         current = self._bindings.active(self._binding_id)
         if current is not None and current.meta.status_message_id != message_id:
             await self._bindings.update_metadata(
-                self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
+                self._binding_id, BindingMetadata(status_message_id=message_id)
             )
             if current.meta.spawn_mode != "run":
                 await self._delivery.pin(current, message_id)

@@ -10,7 +10,12 @@ in the conversation before the focus is not the session's to answer.
 
 from __future__ import annotations
 
-from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.bindings.records import (
+    BindingMetadata,
+    BindingPersona,
+    ConversationRef,
+    SessionBindingRecord,
+)
 from core.bindings.service import SessionBindingService
 from core.config import DEFAULT_DISPLAY_NAME
 
@@ -47,19 +52,22 @@ async def focus(
     by: str,
     read_after: str,
 ) -> SessionBindingRecord:
-    """Bind ``conversation`` to the session, under the persona it already has.
+    """Bind ``conversation`` to the session, under the persona it already has (its name
+    and avatar, as its first binding shows them).
 
     Raises:
         ConversationAlreadyBound: the conversation is bound already.
         BindingError: the binding could not be made.
     """
     earlier = bindings.list_by_session(session_key)
-    name = persona_name(earlier[0]) if earlier else DEFAULT_DISPLAY_NAME
+    persona = earlier[0].meta.persona if earlier else BindingPersona()
+    if not persona.name:
+        persona = BindingPersona(name=DEFAULT_DISPLAY_NAME, avatar_url=persona.avatar_url)
     return await bindings.bind(
         session_key,
         "session",
         conversation,
-        metadata={"persona": {"name": name}, "read_after": read_after},
+        metadata=BindingMetadata(persona=persona, read_after=read_after),
         bound_by=by,
         scope=scope,
     )
