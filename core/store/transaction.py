@@ -146,24 +146,27 @@ class Transaction:
                 raise
             for write in self._writes:
                 write.returned._committed = True
-        await _call_all(self._after_commit, "store.after_commit_failed")
+        await _call_all(self._after_commit, committed=True)
 
     def _run_writes(self, conn: Connection) -> None:
         for write in self._writes:
             write.returned._value = write.fn(conn, *write.args)
 
     async def _rolled_back(self) -> None:
-        await _call_all(self._after_rollback, "store.after_rollback_failed")
+        await _call_all(self._after_rollback, committed=False)
 
 
-async def _call_all(callbacks: list[Callback], failure: str) -> None:
+async def _call_all(callbacks: list[Callback], *, committed: bool) -> None:
     for callback in callbacks:
         try:
             result = callback()
             if inspect.isawaitable(result):
                 await result
         except Exception:
-            _log.error(failure, exc_info=True)
+            if committed:
+                _log.error("store.after_commit_failed", exc_info=True)
+            else:
+                _log.error("store.after_rollback_failed", exc_info=True)
 
 
 async def _shielded(work: Awaitable[None]) -> None:
