@@ -1,13 +1,12 @@
 """``/agents spawn`` from Discord: the command parsed into the spawn use case, its answer
 rendered.
 
-With ``spawnSubagentSessions`` on (resolved for this guild and account, admin
-overrides included) the request asks :class:`core.subagents.SubagentService`
-for a thread: it opens one in the requester's parent channel, binds it, starts
-the subagent there and later announces its completion once. Off, it asks for a
-reply: no thread, and the answer alone is posted where it was asked, through
-the same outbox as every announcement (so a restart still posts it); asking for
-a session (which lives in a thread) is refused with the flag's name.
+What the request becomes is :class:`core.subagents.SubagentService`'s decision
+(:meth:`~core.subagents.SubagentService.request_for`): with
+``spawnSubagentSessions`` on there, a subagent in a thread of its own, announced
+once; off, a reply, whose answer alone is posted where it was asked through the
+same outbox (so a restart still posts it), and a session is refused with the
+flag's name. Only the wording of the answer is this module's.
 
 :func:`plan` makes every check that needs no I/O and :meth:`SpawnPlan.run`
 does the rest, so ``/agents spawn`` knows a refusal (which only the requester
@@ -23,8 +22,6 @@ import discord
 
 from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
-from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS
-from core.errors import FeatureDisabled
 from core.subagents import service as core_spawn
 from core.subagents.service import SpawnRefused
 
@@ -82,32 +79,19 @@ def plan(account: AccountRuntime, request: SpawnCommand) -> SpawnPlan:
         SpawnRefused: a blank task, an agent that may not be started.
         FeatureDisabled: a session while spawning threads is off here.
     """
-    services = account.services
-    threads = _threads_on(account, request.guild_id)
-    if not threads and request.mode == "session":
-        raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread")
-    requester = conversation_of(account.account_id, request.channel)
-    here = services.bindings.active_for_conversation(requester) if threads else None
-    core = core_spawn.SpawnRequest(
+    subagents = account.services.subagents
+    core = subagents.request_for(
+        conversation_of(account.account_id, request.channel),
         task=request.task,
         agent=request.agent,
         mode=request.mode,
-        thread=threads,
-        reply=not threads,
-        parent_session_key=here.target_session_key if here else None,  # asked from a thread
-        requester=requester,
         requested_by=str(request.user_id),
         requested_by_name=request.user_name,
         scope=str(request.guild_id),
     )
-    return SpawnPlan(account, request, core, services.subagents.check(core))
+    return SpawnPlan(account, request, core, subagents.check(core))
 
 
 async def spawn(account: AccountRuntime, request: SpawnCommand) -> SpawnResult:
     """Start a subagent on ``request.task``; raises FeatureDisabled for a refused thread."""
     return await plan(account, request).run()
-
-
-def _threads_on(account: AccountRuntime, guild_id: int) -> bool:
-    """Whether this guild and account spawn subagents in threads (admin overrides included)."""
-    return account.services.overrides.spawns_threads(str(guild_id), account.account_id)

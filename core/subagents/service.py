@@ -205,6 +205,43 @@ class SubagentService:
 
     # -- spawn ---------------------------------------------------------------------
 
+    def request_for(
+        self,
+        requester: ConversationRef,
+        *,
+        task: str,
+        agent: str | None = None,
+        mode: SpawnMode = "run",
+        requested_by: str | None = None,
+        requested_by_name: str | None = None,
+        scope: str | None = None,
+    ) -> SpawnRequest:
+        """What a person's spawn asked in ``requester`` is, by the flags there (no I/O):
+        where spawning threads is on, a subagent in a thread of its own (the child of the
+        session bound where it was asked, if any); off, a reply posted where it was asked.
+
+        Raises:
+            FeatureDisabled: a session while threads are off there (it lives in a thread).
+        """
+        threads = self._policy.spawns_threads(scope, requester.account_id)
+        if not threads and mode == "session":
+            raise FeatureDisabled(
+                FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread"
+            )
+        here = self._bindings.active_for_conversation(requester) if threads else None
+        return SpawnRequest(
+            task=task,
+            agent=agent,
+            mode=mode,
+            thread=threads,
+            reply=not threads,
+            parent_session_key=here.target_session_key if here else None,
+            requester=requester,
+            requested_by=requested_by,
+            requested_by_name=requested_by_name,
+            scope=scope,
+        )
+
     def check(self, request: SpawnRequest) -> str | None:
         """Refuse, before any I/O, what cannot work; returns the agent to start.
 

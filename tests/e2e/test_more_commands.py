@@ -220,9 +220,7 @@ async def test_a_persona_changed_in_the_store_is_what_the_thread_shows_next(
     await settle(bot, record.target_session_key)
     thread_id = int(record.conversation.conversation_id)
     writer = BindingPersona(name="Writer", avatar_url="https://example.org/writer.png")
-    await bot.services.bindings.update_metadata(
-        record.binding_id, BindingMetadata(persona=writer)
-    )
+    await bot.services.bindings.update_metadata(record.binding_id, BindingMetadata(persona=writer))
     await bot.fake.user_says(thread_id, bot.world.alice, "go on")
     async with asyncio.timeout(TIMEOUT):
         message = await bot.fake.wait_for_message(

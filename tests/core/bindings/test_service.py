@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
 
 from core.bindings.adapter import AdapterRegistry
-from core.bindings.lifecycle import expiry_reason, run_maintenance, sweep
 from core.bindings.focus import focus
+from core.bindings.lifecycle import expiry_reason, run_maintenance, sweep
 from core.bindings.records import (
     BindingMetadata,
     BindingPersona,
@@ -117,10 +117,13 @@ class TestBindAndRestart:
             lease_it(conn, record)
             raise RuntimeError("the caller's write failed")
 
-        with pytest.raises(RuntimeError):
+        async def bind_and_fail() -> None:
             async with database.transaction() as tx:
                 second = await service.bind("agent:2", "subagent", conv("t2"), tx=tx)
                 tx.add(fail, second)
+
+        with pytest.raises(RuntimeError):
+            await bind_and_fail()
         assert [row["target_session_key"] for row in await stored_rows(database)] == ["agent:1"]
         assert service.resolve_by_conversation(conv("t2")) is None
         assert len(await owner.holders("session")) == 1

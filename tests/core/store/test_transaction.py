@@ -36,9 +36,7 @@ async def keys(database: Database) -> list[str]:
 
 
 class TestTransaction:
-    async def test_its_writes_commit_together_as_one_unit_of_work(
-        self, database: Database
-    ) -> None:
+    async def test_its_writes_commit_together_as_one_unit_of_work(self, database: Database) -> None:
         """Queued in order, run in one ``Database.run`` at the block's end; their results
         are read once committed, and not before."""
         units: list[Any] = []
@@ -64,11 +62,15 @@ class TestTransaction:
 
     async def test_a_failing_write_leaves_none_of_them(self, database: Database) -> None:
         """The earlier writes of the transaction roll back with the one that failed."""
-        with pytest.raises(RuntimeError, match="this write failed"):
+
+        async def use_case() -> None:
             async with database.transaction() as tx:
                 tx.add(lease, "a")
                 tx.add(fail)
                 tx.add(lease, "b")
+
+        with pytest.raises(RuntimeError, match="this write failed"):
+            await use_case()
         assert await keys(database) == []
 
     async def test_what_follows_runs_only_on_the_outcome_it_was_registered_for(
@@ -88,21 +90,27 @@ class TestTransaction:
             tx.after_rollback(lambda: said.append("rolled back"))
         assert said == ["committed"]
 
-        said.clear()
-        with pytest.raises(ValueError, match="the caller changed its mind"):
+        async def changes_its_mind() -> None:
             async with database.transaction() as tx:
                 tx.add(lease, "b")
                 tx.after_commit(lambda: said.append("committed"))
                 tx.after_rollback(lambda: later("rolled back"))
                 raise ValueError("the caller changed its mind")
-        assert said == ["rolled back"]
 
         said.clear()
-        with pytest.raises(RuntimeError):
+        with pytest.raises(ValueError, match="the caller changed its mind"):
+            await changes_its_mind()
+        assert said == ["rolled back"]
+
+        async def fails_at_commit() -> None:
             async with database.transaction() as tx:
                 tx.add(fail)
                 tx.after_commit(lambda: said.append("committed"))
                 tx.after_rollback(lambda: said.append("rolled back"))
+
+        said.clear()
+        with pytest.raises(RuntimeError):
+            await fails_at_commit()
         assert said == ["rolled back"]
         assert await keys(database) == ["a"]
 
@@ -159,10 +167,14 @@ class TestTransaction:
         the transaction is written, and the holder is named."""
         mine, theirs = Leases(database, owner="mine"), Leases(database, owner="theirs")
         assert await theirs.take("session", "s1") is None
-        with pytest.raises(LeaseHeld, match="held by theirs"):
+
+        async def take_theirs() -> None:
             async with database.transaction() as tx:
                 tx.add(lease, "a")
                 mine.take_in(tx, "session", "s1")
+
+        with pytest.raises(LeaseHeld, match="held by theirs"):
+            await take_theirs()
         assert await keys(database) == ["s1"]
         async with database.transaction() as tx:
             mine.take_in(tx, "session", "s2")

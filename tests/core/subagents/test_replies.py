@@ -88,7 +88,8 @@ class TestCrashBeforeTheAnswer:
             assert list(statuses.values()) == ["delivered"]
             assert await second.service.list() == []
             record = await second.service.get(spawned.record.session_key)
-            assert record.reply and record.state == "completed"
+            assert record.reply
+            assert record.state == "completed"
         finally:
             await second.close()
 
