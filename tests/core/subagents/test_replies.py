@@ -9,7 +9,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from core.clock import FakeClock
+from core.leases import Leases
 from core.providers.types import ToolCall
+from core.store import Database
 from core.subagents import SpawnRefused, repository
 from core.subagents.announce import NO_ANSWER
 from tests.core.subagents.harness import CHANNEL, Harness, Step, harness
@@ -29,7 +31,9 @@ class TestReply:
         statuses = await h.database.run(repository.delivery_statuses)
         assert list(statuses.values()) == ["delivered"]
 
-    async def test_a_task_without_an_answer_says_so(self, database: Any, clock: FakeClock) -> None:
+    async def test_a_task_without_an_answer_says_so(
+        self, database: Database, clock: FakeClock
+    ) -> None:
         h = await harness(database, clock, [Step(text="")])
         try:
             await h.service.spawn(h.request(reply=True))
@@ -148,3 +152,31 @@ class TestCrashBeforeTheAnswer:
             assert second.provider.calls == []
         finally:
             await second.close()
+
+
+async def test_a_replys_life_is_three_transactions_beside_the_session_log(
+    database: Database, clock: FakeClock
+) -> None:
+    """Its row, already running, with its session's lease; at the end the row, the
+    completion recorded and claimed; the delivered mark. No thread, so nothing between."""
+    units: list[str] = []
+    run = database.run
+
+    async def counting(fn: Any, /, *args: Any) -> Any:
+        if not fn.__module__.startswith("core.sessions"):
+            units.append(fn.__qualname__)
+        return await run(fn, *args)
+
+    database.run = counting  # type: ignore[method-assign]
+    h = await harness(
+        database, clock, lambda _m: Step(text="done"), leases=Leases(database, clock=clock)
+    )
+    try:
+        units.clear()  # what starting the services read
+        await h.service.spawn(h.request(reply=True))
+        await h.settle()
+        assert h.sink.fallback == [(CHANNEL.conversation_id, "done")]
+        assert len(units) == 3, units
+    finally:
+        await h.close()
+        database.run = run  # type: ignore[method-assign]
