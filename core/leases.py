@@ -11,7 +11,9 @@ work's guild then takes it over.
 
 Taking a lease is a compare-and-set: free, expired, or already ours. The
 functions taking ``conn`` are units of work for :meth:`Database.run`, so an
-outbox claim can take its lease in the same transaction as its status move.
+outbox claim can take its lease in the same transaction as its status move;
+:meth:`Leases.take_in` and :meth:`Leases.release_in` add a lease's change to
+a use case's transaction (:mod:`core.store.transaction`).
 
 Expiry is the slow proof that a holder is gone. Where the store can prove it
 at once (:mod:`core.store.liveness`: the SQLite process lock, PostgreSQL
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
@@ -33,12 +35,15 @@ from sqlalchemy import ColumnElement, Connection, bindparam, delete, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from core.clock import Clock, SystemClock
+from core.errors import ThreadboundError
 from core.logging import get_logger
 from core.store.database import Database
 from core.store.liveness import Liveness, NoProof
 from core.store.tables import LeaseRow, table_of
+from core.store.transaction import Transaction
 
 __all__ = [
+    "LeaseHeld",
     "LeaseKind",
     "Leases",
     "abandoned",
@@ -125,6 +130,33 @@ def abandoned(
         .exists()
     )
     return ~held
+
+
+class LeaseHeld(ThreadboundError):
+    """A transaction needed a lease another live owner holds: nothing of it was written.
+
+    Args:
+        kind, key: the lease.
+        holder: who holds it.
+    """
+
+    def __init__(self, kind: LeaseKind, key: str, holder: str) -> None:
+        self.kind = kind
+        self.key = key
+        self.holder = holder
+        super().__init__(f"the {kind} lease of {key!r} is held by {holder}; nothing was written")
+
+
+def _take_or_refuse(
+    conn: Connection, kind: LeaseKind, key: str, owner: str, now: datetime, until: datetime
+) -> None:
+    holder = take(conn, kind, key, owner=owner, now=now, until=until)
+    if holder is not None:
+        raise LeaseHeld(kind, key, holder)
+
+
+def _release_ours(conn: Connection, kind: LeaseKind, key: str, owner: str) -> None:
+    release(conn, kind, key, owner=owner)
 
 
 def _renew(conn: Connection, owner: str, until: datetime) -> int:
@@ -219,7 +251,10 @@ class Leases:
         holder's leases are expired and this one is taken, in this call.
         """
         now = self.clock.now()
-        holder: str | None = await self._db.run(self.take_with(kind, key))
+        until = now + self.ttl
+        holder: str | None = await self._db.run(
+            lambda conn: take(conn, kind, key, owner=self.owner, now=now, until=until)
+        )
         if holder is None or holder not in await self.liveness.dead({holder}):
             return holder
         dead = holder
@@ -232,17 +267,17 @@ class Leases:
             self._taken_over([dead], expired)
         return holder
 
-    def take_with(self, kind: LeaseKind, key: str) -> Callable[[Connection], str | None]:
-        """:meth:`take` as a write for the caller's own transaction, to commit with its
-        other writes (a spawn's subagent row): None when ours, else the holder. Unlike
-        :meth:`take` it seeks no proof that a holder is dead; it is for keys this
-        process has just minted, which nobody else holds."""
+    def take_in(self, tx: Transaction, kind: LeaseKind, key: str) -> None:
+        """Take the lease as one of ``tx``'s writes, to commit with the others (a spawn's
+        subagent row): if another owner holds it, the whole transaction is refused
+        with :class:`LeaseHeld`. Unlike :meth:`take` it seeks no proof that a holder
+        is dead; it is for keys this process has just minted, which nobody else holds."""
         now = self.clock.now()
-        return lambda conn: take(conn, kind, key, owner=self.owner, now=now, until=now + self.ttl)
+        tx.add(_take_or_refuse, kind, key, self.owner, now, now + self.ttl)
 
-    def release_with(self, kind: LeaseKind, key: str) -> Callable[[Connection], None]:
-        """:meth:`release` as a write for the caller's own transaction."""
-        return lambda conn: release(conn, kind, key, owner=self.owner)
+    def release_in(self, tx: Transaction, kind: LeaseKind, key: str) -> None:
+        """:meth:`release` as one of ``tx``'s writes."""
+        tx.add(_release_ours, kind, key, self.owner)
 
     async def take_over_dead(self) -> list[tuple[LeaseKind, str]]:
         """Expire every lease of the other owners that are provably dead, and return
@@ -270,7 +305,7 @@ class Leases:
         _log.info("leases.taken_over_dead", owner=self.owner, owners=owners, count=count)
 
     async def release(self, kind: LeaseKind, key: str) -> None:
-        await self._db.run(self.release_with(kind, key))
+        await self._db.run(_release_ours, kind, key, self.owner)
 
     async def holders(self, kind: LeaseKind) -> dict[str, str]:
         """Keys of ``kind`` under a live lease, and whose (ours included)."""

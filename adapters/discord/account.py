@@ -1,6 +1,6 @@
 """Everything one bot account needs to act in Discord, built once per account.
 
-The manager (thread side effects), the webhook pool and the persona delivery
+The manager (threads, their hello and goodbye), the webhook pool and the persona delivery
 belong to the account; the presenters show each bound session's agent in its
 thread. One object per account keeps the commands and the message handler
 working on the same state.
@@ -9,7 +9,7 @@ working on the same state.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 import discord
@@ -32,7 +32,7 @@ from adapters.discord.transcript import DiscordTranscriptSink
 from adapters.discord.webhooks import WebhookPool
 from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
-from core.events import AgentStarted, BindingEnded, BindingStarted, DomainEvent
+from core.events import AgentStarted, BindingEnded, BindingStarted, BindingUpdated, DomainEvent
 from core.logging import get_logger
 from core.services import Services
 
@@ -90,6 +90,39 @@ class AccountRuntime:
         # Who shows an agent in a thread is decided here alone: when an agent is built
         # (first use, a restart, after a crash or eviction) and when a thread is bound.
         self.manager.archive_minutes = services.config.discord.thread_auto_archive_minutes
+        services.events.subscribe(self._tell_thread)  # its hello and goodbye, once
+
+    def _tell_thread(self, event: DomainEvent) -> Awaitable[None] | None:
+        """A thread of this account bound: its intro; let go: its farewell. Returned to
+        the stream, so the binding service's bind and unbind wait for them (a spawn's
+        reply says the thread is introduced; a clean stop waits for farewells)."""
+        match event:
+            case BindingStarted(record=record) if self._mine(record):
+                return self._said("intro", record, self.manager.say_hello(record))
+            case BindingEnded(record=record, reason=reason) if self._mine(record):
+                return self._said("farewell", record, self.manager.say_goodbye(record, reason))
+            case _:
+                return None
+
+    def _mine(self, record: SessionBindingRecord) -> bool:
+        conversation = record.conversation
+        return conversation.channel == "discord" and conversation.account_id == self.account_id
+
+    async def _said(
+        self, what: str, record: SessionBindingRecord, saying: Coroutine[Any, Any, None]
+    ) -> None:
+        """A thread's notice; its failure is logged and never undoes the binding's change."""
+        try:
+            await saying
+        except Exception:
+            _log.warning(
+                "binding.adapter_failed",
+                step=what,
+                binding_id=record.binding_id,
+                channel=record.conversation.channel,
+                account=record.conversation.account_id,
+                exc_info=True,
+            )
 
     def on_event(self, event: DomainEvent) -> None:
         """What the services tell this account (its client subscribes it, once)."""
@@ -100,6 +133,8 @@ class AccountRuntime:
                 self._binding_started(record)
             case BindingEnded(record=record):
                 self._binding_ended(record)
+            case BindingUpdated(record=record, changed=changed) if "persona" in changed:
+                self._persona_changed(record)
             case _:
                 pass
 
@@ -113,6 +148,13 @@ class AccountRuntime:
         """A thread bound to a session whose agent is already in memory shows it from now."""
         if record.conversation.account_id != self.account_id:
             return
+        agent = self.services.runtime.peek(record.target_session_key)
+        if agent is not None and self._shows(record):
+            self.present(record, agent)
+
+    def _persona_changed(self, record: SessionBindingRecord) -> None:
+        """A thread's persona changed (a handoff brought in another agent): its agent is
+        shown under the new one from now."""
         agent = self.services.runtime.peek(record.target_session_key)
         if agent is not None and self._shows(record):
             self.present(record, agent)

@@ -4,7 +4,8 @@ A bound announcement goes into the subagent's thread under its persona (or
 as the bot, in the same thread, when no webhook can be had), after whatever
 the thread's presenter is still sending (``before_post``), so the header
 never overtakes the answer it announces. A fallback goes to the
-requester's channel as the bot itself. Mentions are always disabled.
+requester's channel as the bot itself, in as many messages as its text needs
+(a reply is the whole answer). Mentions are always disabled.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import discord
 from adapters.discord.delivery import ThreadDelivery, persona_of
 from adapters.discord.errors import code_of, discord_said
 from adapters.discord.ids import snowflake
+from adapters.discord.text import split_message
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.errors import DeliveryError
 from core.subagents.delivery import Posted
@@ -52,24 +54,32 @@ class DiscordCompletionSink:
         return await self._delivery.send(binding, persona_of(binding), content, signed=True)
 
     async def post_to(self, conversation: ConversationRef, content: str) -> Posted:
+        """Post as the bot, split into messages of Discord's size; the first one is the
+        post's id (and what :meth:`find_posted` looks for)."""
         channel_id = snowflake(conversation.conversation_id)
+        first: discord.Message | None = None
         try:
             channel = await self._delivery.manager.fetch_channel(channel_id)
-            message = await channel.send(content, allowed_mentions=_NO_MENTIONS)
+            for part in split_message(content):
+                message = await channel.send(part, allowed_mentions=_NO_MENTIONS)
+                first = first or message
         except discord.HTTPException as exc:
             raise DeliveryError(
                 f"could not post in channel {channel_id}: {discord_said(exc)}",
                 path="bot",
                 code=code_of(exc),
             ) from exc
-        return Posted(str(message.id), "bot")
+        assert first is not None  # split_message gives one part at least
+        return Posted(str(first.id), "bot")
 
     async def find_posted(
         self, conversation: ConversationRef, content: str, since: datetime
     ) -> Posted | None:
-        """Look through what was posted there since ``since`` for this exact announcement."""
+        """Look through what was posted there since ``since`` for this exact announcement
+        (its first message, for one posted in several)."""
         manager = self._delivery.manager
         me = manager.client.user
+        content = split_message(content)[0]
         try:
             channel = await manager.fetch_channel(snowflake(conversation.conversation_id))
             async for message in channel.history(limit=HISTORY_LIMIT, after=since):

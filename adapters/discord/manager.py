@@ -1,7 +1,9 @@
-"""ThreadBindingManager: the Discord side effects of bindings, one per bot account.
+"""ThreadBindingManager: the Discord side of bindings, one per bot account.
 
-It implements core's ``ChannelAdapter`` port: open a thread when a bind names
-no conversation, say hello, say goodbye. It holds the account's discord.py
+It implements core's ``ChannelAdapter`` port (open a thread when a bind names
+no conversation), and says hello and goodbye in a bound thread when the account
+reacts to the binding events (see :class:`adapters.discord.account.AccountRuntime`).
+It holds the account's discord.py
 client and reads it at every call, never a copy of its HTTP session: when a
 manager is reused for a client logged in with a new token, every later REST
 call must use that token (upstream kept the old session and went on calling
@@ -57,7 +59,7 @@ def _thread_refusals(channel_id: str | int) -> Iterator[None]:
 
 
 class ThreadBindingManager:
-    """Thread create/reuse, intro and farewell for one account."""
+    """Thread creation, intro and farewell for one account."""
 
     def __init__(self, account_id: str, client: discord.Client) -> None:
         self._account_id = account_id
@@ -126,11 +128,15 @@ class ThreadBindingManager:
             )
         return conversation_for(self._account_id, thread.id, parent.id)
 
-    async def on_bound(self, record: SessionBindingRecord) -> None:
+    # -- what a bound thread is told ---------------------------------------------
+
+    async def say_hello(self, record: SessionBindingRecord) -> None:
+        """The intro of a thread just bound: who works there and how to talk to it."""
         name = record.meta.persona.name or record.target_session_key
         await self._say(record, intro(record, name))
 
-    async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:
+    async def say_goodbye(self, record: SessionBindingRecord, reason: str) -> None:
+        """The farewell of a thread let go, with the reason (none in a deleted thread)."""
         if reason == "thread-deleted":
             return  # nowhere to say it
         await self._say(record, farewell(record, reason))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from adapters.discord.delivery import Persona, ThreadDelivery, name_tag
 from adapters.discord.text import MESSAGE_LIMIT
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import BindingMetadata, SessionBindingRecord
 from core.subagents.delivery import Posted
 
 __all__ = ["STATUS_MESSAGE_KEY", "BotSink", "StatusSink", "ThreadSink"]
@@ -76,7 +76,7 @@ class StatusSink:
         current = self._bindings.active(self._binding_id)
         if current is not None and current.meta.status_message_id != message_id:
             await self._bindings.update_metadata(
-                self._binding_id, **{STATUS_MESSAGE_KEY: message_id}
+                self._binding_id, BindingMetadata(status_message_id=message_id)
             )
             if current.meta.spawn_mode != "run":
                 await self._delivery.pin(current, message_id)

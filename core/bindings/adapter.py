@@ -1,16 +1,20 @@
 """The port a channel implements so the binding service can act on it.
 
-The service owns records, indexes and persistence; an adapter owns what
-happens in the channel: opening a conversation (a Discord thread) when the
-caller did not name one, and the intro / farewell messages. Keeping the two
-apart is what lets the core stay free of any channel library.
+The service owns records, indexes and persistence; an adapter owns the one
+thing a bind needs of the channel: opening a conversation (a Discord thread)
+when the caller did not name one. Keeping the two apart is what lets the core
+stay free of any channel library.
+
+What a channel says about a binding (the intro, the farewell) is no call of
+this port: it reacts to the :class:`~core.bindings.records.BindingStarted` and
+:class:`~core.bindings.records.BindingEnded` events, one fact told one way.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.bindings.records import ConversationRef
 from core.registry import PerAccount
 
 __all__ = ["AdapterRegistry", "ChannelAdapter"]
@@ -18,7 +22,7 @@ __all__ = ["AdapterRegistry", "ChannelAdapter"]
 
 @runtime_checkable
 class ChannelAdapter(Protocol):
-    """Channel side effects for one (channel, account)."""
+    """Opens conversations for one (channel, account)."""
 
     @property
     def channel(self) -> str: ...
@@ -38,14 +42,6 @@ class ChannelAdapter(Protocol):
         Called only when ``requested.conversation_id`` is empty. Returns the ref
         of what was created; raising aborts the bind with nothing recorded.
         """
-        ...
-
-    async def on_bound(self, record: SessionBindingRecord) -> None:
-        """Announce the binding in the conversation (the intro). Failures are logged, not fatal."""
-        ...
-
-    async def on_unbound(self, record: SessionBindingRecord, reason: str) -> None:
-        """Say goodbye in the conversation, with the reason. Failures are logged, not fatal."""
         ...
 
 

@@ -17,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.bindings.records import (
+    BindingMetadata,
+    BindingPersona,
+    ConversationRef,
+    SessionBindingRecord,
+)
 from core.bindings.service import SessionBindingService
 from core.config import DEFAULT_DISPLAY_NAME
 from core.sessions import repository as sessions_repository
@@ -107,19 +112,22 @@ class Focus:
         by: str,
         read_after: str,
     ) -> SessionBindingRecord:
-        """Bind ``conversation`` to the session found, under the persona it already has.
+        """Bind ``conversation`` to the session found, under the persona it already has
+        (its name and avatar, as its first binding shows them).
 
         Raises:
             ConversationAlreadyBound: the conversation is bound already.
             BindingError: the binding could not be made.
         """
         earlier = self._bindings.list_by_session(found.session_key)
-        name = persona_name(earlier[0]) if earlier else DEFAULT_DISPLAY_NAME
+        persona = earlier[0].meta.persona if earlier else BindingPersona()
+        if not persona.name:
+            persona = BindingPersona(name=DEFAULT_DISPLAY_NAME, avatar_url=persona.avatar_url)
         return await self._bindings.bind(
             found.session_key,
             "session",
             conversation,
-            metadata={"persona": {"name": name}, "read_after": read_after},
+            metadata=BindingMetadata(persona=persona, read_after=read_after),
             bound_by=by,
             scope=scope,
         )

@@ -8,11 +8,14 @@ Field names follow SPEC.md; only the seed's fields are required.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from core.config.tables import AgentProfile, agent_display_name
 
 __all__ = [
     "BindingEnded",
@@ -21,6 +24,7 @@ __all__ = [
     "BindingStarted",
     "BindingStatus",
     "BindingTargetKind",
+    "BindingUpdated",
     "ConversationKey",
     "ConversationRef",
     "ExpiryReason",
@@ -93,6 +97,20 @@ class BindingPersona(BaseModel):
     name: str | None = None
     avatar_url: str | None = None
 
+    @classmethod
+    def of_agent(cls, profiles: Mapping[str, AgentProfile], agent: str | None) -> BindingPersona:
+        """The persona ``agent`` speaks under: its profile's display name and avatar; without
+        a profile, the default name and no avatar (never a name taken from the id).
+
+        The one way a persona is built from an agent, for a spawn's thread and for
+        the agent a handoff brings in: built apart, the copies drifted.
+        """
+        profile = profiles.get(agent or "")
+        return cls(
+            name=agent_display_name(profiles, agent),
+            avatar_url=(profile.avatar_url or None) if profile is not None else None,
+        )
+
 
 class BindingMetadata(BaseModel):
     """What a binding's metadata says, typed: the keys the bot itself writes and reads.
@@ -100,6 +118,12 @@ class BindingMetadata(BaseModel):
     The record keeps the metadata as the plain mapping it stores (and compares);
     read it through :attr:`SessionBindingRecord.meta`. Keys a caller added of its
     own (a spawn's ``metadata``) are kept as they are.
+
+    Written the same way: a change is a ``BindingMetadata`` naming only the keys it
+    sets (``BindingMetadata(default_mode="follow_up")``), which
+    :meth:`~core.bindings.service.SessionBindingService.update_metadata` merges into
+    the stored mapping (:meth:`changes`): the keys it does not name are left as
+    they are.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -116,13 +140,19 @@ class BindingMetadata(BaseModel):
     """How a plain message reaches a running agent (``/session mode``); None: steer."""
     status_message_id: str | None = None
     """The message that is the conversation's status line."""
+    brief_prompts: dict[str, int] = Field(default_factory=dict)
+    """Agent -> the session's last seq when its "produce the brief" button was posted there."""
     brief_prompted: tuple[str, ...] = ()
-    """The agents whose "produce the brief" button was already posted there."""
+    """The agents whose button was ever posted there (the earlier rule's key)."""
     handed_off_from: str | None = None
     """The conversation a handoff to a new thread left."""
     read_after: str | None = None
     """The channel's id before which nothing in the conversation is the session's
     (the command that bound an existing thread)."""
+
+    def changes(self) -> dict[str, Any]:
+        """The keys this value sets, as stored: what merging it into a binding writes."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class SessionBindingRecord(BaseModel):
@@ -195,16 +225,27 @@ class SessionBindingRecord(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class BindingStarted:
-    """A conversation was bound here (this process made the binding), before the
-    channel says hello: whatever shows the session there attaches now."""
+    """A conversation was bound here (this process made the binding), committed: whatever
+    shows the session there attaches now, and the channel says hello (the binding
+    service waits for that reaction before its bind returns)."""
 
     record: SessionBindingRecord
 
 
 @dataclass(frozen=True, slots=True)
+class BindingUpdated:
+    """A live binding's metadata changed, committed (its persona after a handoff, its
+    default mode, its status line): ``changed`` names the keys written. Whatever shows
+    the conversation follows it from here, so no caller must remember to."""
+
+    record: SessionBindingRecord
+    changed: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class BindingEnded:
-    """A binding ended (``reason``: its end reason), before the channel says goodbye:
-    the conversation shows its session no more."""
+    """A binding ended (``reason``: its end reason), committed: the conversation shows its
+    session no more, and the channel says goodbye (awaited, as for the hello)."""
 
     record: SessionBindingRecord
     reason: str

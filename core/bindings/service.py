@@ -4,10 +4,14 @@ Guarantees, in the order callers rely on them:
 
 - Reads (``list_by_session``, ``resolve_by_conversation``, ``get``) are dict
   lookups on in-memory indexes, rebuilt from the store by :meth:`start`.
-- ``bind`` and ``unbind`` return only after the change is committed. A
-  conversation has at most one live binding: in one process the reservation
-  set refuses the second caller at once; across processes the store's partial
-  unique index does.
+- ``bind`` and ``unbind`` return only after the change is committed, and the
+  stream's reactions to it (the channel's hello or goodbye) are done; given the
+  caller's transaction (``tx``) they write in it instead, and the same follows
+  its commit. A conversation has at most one live binding: in one process the
+  reservation set refuses the second caller at once; across processes the
+  store's partial unique index does.
+- Metadata changes are typed (:class:`BindingMetadata`, only the keys set) and
+  published once committed (:class:`BindingUpdated`).
 - ``touch`` is synchronous and cheap: it updates memory and queues the time;
   :meth:`flush_touches` writes every queued binding once, however many touches
   it had, and :meth:`close` flushes, so a clean shutdown loses no activity.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, get_args
 
@@ -38,11 +42,13 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core import log_events
 from core._gc import bulk_allocation
 from core.bindings._index import BindingIndex
-from core.bindings.adapter import AdapterRegistry, ChannelAdapter
+from core.bindings.adapter import AdapterRegistry
 from core.bindings.records import (
     BindingEnded,
+    BindingMetadata,
     BindingStarted,
     BindingTargetKind,
+    BindingUpdated,
     ConversationKey,
     ConversationRef,
     ExpiryReason,
@@ -50,11 +56,12 @@ from core.bindings.records import (
 )
 from core.bindings.repository import BindingRepository
 from core.clock import Clock, SystemClock
-from core.errors import BindingError, ConversationAlreadyBound, StoreError
+from core.errors import BindingError, ConversationAlreadyBound
 from core.logging import get_logger
 from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
 from core.store.errors import store_errors
+from core.store.transaction import Returned, Transaction
 from core.stream import Publish, ignore
 
 __all__ = ["NO_EXPIRY", "BindingWindows", "SessionBindingService"]
@@ -95,7 +102,7 @@ class SessionBindingService:
         clock: Clock | None = None,
         windows: BindingWindows = NO_EXPIRY,
         shards: ShardSet = EVERY_SHARD,
-        publish: Publish[BindingStarted | BindingEnded] = ignore,
+        publish: Publish[BindingStarted | BindingEnded | BindingUpdated] = ignore,
     ) -> None:
         self._publish = publish
         self._db = database
@@ -111,11 +118,11 @@ class SessionBindingService:
         self._metadata_lock = asyncio.Lock()
         # Ends under way (their farewell being posted): shutdown waits for them while
         # the chat clients can still post.
-        self._ending: set[asyncio.Future[SessionBindingRecord | None]] = set()
+        self._ending: set[asyncio.Future[None]] = set()
 
     # -- start-up and shutdown -------------------------------------------------
 
-    def ending(self) -> list[asyncio.Future[SessionBindingRecord | None]]:
+    def ending(self) -> list[asyncio.Future[None]]:
         """Binding ends in progress, each done once its farewell was posted or failed."""
         return list(self._ending)
 
@@ -204,20 +211,26 @@ class SessionBindingService:
         target_session_key: str,
         target_kind: BindingTargetKind,
         conversation: ConversationRef,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: BindingMetadata | Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
         bound_by: str | None = None,
         *,
         scope: str | None = None,
         idle_timeout_ms: int | None = None,
         max_age_ms: int | None = None,
-        also: Callable[[Connection, SessionBindingRecord], None] | None = None,
+        tx: Transaction | None = None,
     ) -> SessionBindingRecord:
         """Bind a session to a conversation, creating the conversation when its id is empty.
 
-        ``also`` writes the caller's own rows in the binding's transaction, given the
-        new binding (a spawn records its subagent running in that thread): both are
-        committed, or neither is.
+        ``tx``: the caller's transaction (a spawn's, which holds its subagent row
+        too). The binding is written in it and returned at once, reserved but not
+        yet live: once ``tx`` commits it is indexed and :class:`BindingStarted` is
+        published; if ``tx`` does not, the conversation is free again. Without
+        ``tx`` the binding has a transaction of its own and is live on return.
+        Either way the conversation (a thread) is created first, outside any
+        transaction.
+
+        ``metadata``: typed (only the keys it sets are stored), or as a mapping.
 
         ``scope`` is where the conversation is (a Discord guild id): its flags set the
         binding's windows, and the process on its shard answers for it.
@@ -227,7 +240,8 @@ class SessionBindingService:
 
         Raises:
             BindingError: bad arguments, or no adapter can create the conversation.
-            ConversationAlreadyBound: the conversation already has a live binding.
+            ConversationAlreadyBound: the conversation already has a live binding
+                (with ``tx``, from its commit when another process bound it first).
             StoreError: the store did not commit; nothing was bound.
         """
         if not target_session_key.strip():
@@ -237,12 +251,11 @@ class SessionBindingService:
             raise BindingError(f"target kind must be one of {kinds}, not {target_kind!r}")
         if ttl_ms is not None and ttl_ms <= 0:
             raise BindingError(f"ttl_ms must be positive, not {ttl_ms}")
-        metadata = dict(metadata or {})
-        adapter = self.adapters.get(conversation.channel, conversation.account_id)
+        stored = (
+            metadata.changes() if isinstance(metadata, BindingMetadata) else dict(metadata or {})
+        )
         if not conversation.conversation_id:
-            conversation = await self._create_conversation(
-                adapter, conversation, target_session_key, metadata
-            )
+            conversation = await self._create_conversation(conversation, target_session_key, stored)
 
         key = conversation.key
         if key in self._index.by_conversation or key in self._reserved:
@@ -250,47 +263,60 @@ class SessionBindingService:
             raise ConversationAlreadyBound(
                 conversation.describe(), owner.target_session_key if owner else None
             )
-        self._reserved.add(key)
-        try:
-            record = self._new_record(
-                target_session_key,
-                target_kind,
-                conversation,
-                metadata,
-                bound_by,
-                scope=scope,
-                ttl_ms=ttl_ms,
-                idle_timeout_ms=idle_timeout_ms,
-                max_age_ms=max_age_ms,
-            )
-            # Shielded: once the row is on its way to the store, a cancelled
-            # caller must not leave the store and the indexes disagreeing.
-            await asyncio.shield(self._insert_and_index(record, also))
-        finally:
-            self._reserved.discard(key)
-
-        log_events.emit(
-            log_events.BindingBound(
-                **record.log_fields(),
-                parent_conversation_id=record.conversation.parent_conversation_id,
-                target_kind=record.target_kind,
-                bound_by=record.bound_by,
-                expires_at=record.expires_at,
-            ),
-            _log,
+        record = self._new_record(
+            target_session_key,
+            target_kind,
+            conversation,
+            stored,
+            bound_by,
+            scope=scope,
+            ttl_ms=ttl_ms,
+            idle_timeout_ms=idle_timeout_ms,
+            max_age_ms=max_age_ms,
         )
-        self._publish(BindingStarted(record))
-        if adapter is not None:
-            await self._side_effect("on_bound", adapter.on_bound(record), record)
+        if tx is not None:
+            self._bind_in(tx, record)
+            return record
+        with store_errors(
+            f"could not record the binding of {record.conversation.describe()}",
+            leaves="nothing was bound",
+        ):
+            async with self._db.transaction() as own:
+                self._bind_in(own, record)
         return record
+
+    def _bind_in(self, tx: Transaction, record: SessionBindingRecord) -> None:
+        """Reserve the conversation and write the binding in ``tx``; once committed,
+        index it and tell the stream (the channel's hello is awaited there)."""
+        key = record.conversation.key
+        self._reserved.add(key)
+        tx.add(_insert_row, record)
+
+        async def bound() -> None:
+            self._reserved.discard(key)
+            self._index.add(record)
+            log_events.emit(
+                log_events.BindingBound(
+                    **record.log_fields(),
+                    parent_conversation_id=record.conversation.parent_conversation_id,
+                    target_kind=record.target_kind,
+                    bound_by=record.bound_by,
+                    expires_at=record.expires_at,
+                ),
+                _log,
+            )
+            await self._publish(BindingStarted(record))
+
+        tx.after_commit(bound)
+        tx.after_rollback(lambda: self._reserved.discard(key))
 
     async def _create_conversation(
         self,
-        adapter: ChannelAdapter | None,
         requested: ConversationRef,
         target_session_key: str,
         metadata: dict[str, Any],
     ) -> ConversationRef:
+        adapter = self.adapters.get(requested.channel, requested.account_id)
         if adapter is None:
             raise BindingError(
                 f"no adapter is registered for {requested.channel}/{requested.account_id}, "
@@ -345,27 +371,6 @@ class SessionBindingService:
             max_age_ms=max_age,
         )
 
-    async def _insert_and_index(
-        self,
-        record: SessionBindingRecord,
-        also: Callable[[Connection, SessionBindingRecord], None] | None = None,
-    ) -> None:
-        def insert(conn: Connection) -> None:
-            BindingRepository(conn).insert(record)
-            if also is not None:
-                also(conn, record)
-
-        with store_errors(
-            f"could not record the binding of {record.conversation.describe()}",
-            then="nothing was bound",
-        ):
-            try:
-                await self._db.run(insert)
-            except IntegrityError as exc:
-                # Another process bound the same conversation first.
-                raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
-        self._index.add(record)
-
     # -- unbind ----------------------------------------------------------------
 
     async def unbind(
@@ -374,16 +379,19 @@ class SessionBindingService:
         target_session_key: str | None = None,
         *,
         reason: str,
-        also: Callable[[Connection], None] | None = None,
+        tx: Transaction | None = None,
     ) -> list[SessionBindingRecord]:
         """End one binding (by id) or every binding of a session; returns what ended.
 
         Nothing live to end is not an error: the result is empty, which makes
         a retried unbind, or one racing the sweeper, harmless.
 
-        ``also`` is the caller's own write, committed once by the time this returns:
-        in the first binding's end transaction (a delivered announcement's mark and
-        its run-mode thread let go), or on its own when there is nothing to end.
+        ``tx``: the caller's transaction (a delivered announcement's mark goes with
+        its run-mode thread's end). The ends are written in it and the bindings
+        returned as they will be once it commits (meanwhile ``ending``: nothing acts
+        on them); after the commit they leave the indexes and :class:`BindingEnded`
+        is published, and if it does not commit they are active again. Without
+        ``tx``, each end has a transaction of its own and is done on return.
         """
         if binding_id is None and target_session_key is None:
             raise BindingError("unbind needs a binding_id or a target_session_key")
@@ -398,14 +406,16 @@ class SessionBindingService:
         else:
             assert target_session_key is not None
             targets = self.active_for_session(target_session_key)
+        if tx is not None:
+            ending = list(targets)
+            for record in ending:
+                self._end_in(tx, record, reason)
+            return [record.model_copy(update={"status": "ended"}) for record in ending]
         ended: list[SessionBindingRecord] = []
         for record in targets:
-            result = await self._end(record, reason, also=also)
-            also = None  # committed with that end, whatever its outcome
+            result = await self._end(record, reason)
             if result is not None:
                 ended.append(result)
-        if also is not None:
-            await self._db.run(also)
         return ended
 
     async def _end(
@@ -415,65 +425,70 @@ class SessionBindingService:
         *,
         idle_before: datetime | None = None,
         expired: bool = False,
-        also: Callable[[Connection], None] | None = None,
     ) -> SessionBindingRecord | None:
-        # Shielded: a cancelled caller must not strand a binding half-ended
-        # (``ending`` in memory, ended in the store, no farewell).
-        end = asyncio.ensure_future(
-            self._end_now(record, reason, idle_before=idle_before, expired=expired, also=also)
-        )
-        self._ending.add(end)
-        end.add_done_callback(self._ending.discard)
-        return await asyncio.shield(end)
+        """End one live binding in a transaction of its own: the ended record, or None
+        when the store had it end already or (``idle_before``) saw activity since."""
+        with store_errors(
+            f"could not record the end of binding {record.binding_id}",
+            leaves="it is still bound",
+        ):
+            async with self._db.transaction() as tx:
+                done = self._end_in(tx, record, reason, idle_before=idle_before, expired=expired)
+        return record.model_copy(update={"status": "ended"}) if done.value else None
 
-    async def _end_now(
+    def _end_in(
         self,
+        tx: Transaction,
         record: SessionBindingRecord,
         reason: str,
         *,
-        idle_before: datetime | None,
-        expired: bool,
-        also: Callable[[Connection], None] | None = None,
-    ) -> SessionBindingRecord | None:
-        """Persist the end of one live binding, then drop it from the indexes.
+        idle_before: datetime | None = None,
+        expired: bool = False,
+    ) -> Returned[bool]:
+        """Write the end of one live binding in ``tx``; it is ``ending`` until then.
 
         While the write is in flight the record is ``ending``, so the router
         no longer resolves it. With ``idle_before`` the write is conditional on
         no activity since then (the sweeper's re-check against other processes);
-        ``None`` is returned when that condition fails and the binding stays.
+        when that condition fails the binding stays, as the store has it.
+        The end counts among :meth:`ending` until its farewell was said.
         """
-        ending = record.model_copy(update={"status": "ending"})
-        self._index.replace(ending)
+        self._index.replace(record.model_copy(update={"status": "ending"}))
         pending = self._pending_touches.pop(record.binding_id, None)
-        now = self.clock.now()
-        try:
-            with store_errors(
-                f"could not record the end of binding {record.binding_id}",
-                then="it is still bound",
-            ):
+        done = tx.add(
+            _end_row,
+            record.binding_id,
+            self.clock.now(),
+            reason,
+            pending or record.last_activity_at,
+            idle_before,
+        )
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ending.add(settled)
+        settled.add_done_callback(self._ending.discard)
 
-                def end(conn: Connection) -> bool:
-                    ended = BindingRepository(conn).end(
-                        record.binding_id,
-                        at=now,
-                        reason=reason,
-                        last_activity_at=pending or record.last_activity_at,
-                        idle_before=idle_before,
-                    )
-                    if also is not None:
-                        also(conn)
-                    return ended
+        async def committed() -> None:
+            try:
+                if done.value:
+                    await self._ended(record, reason, expired=expired)
+                else:
+                    await self._refresh_from_store(record)
+            finally:
+                settled.set_result(None)
 
-                done = await self._db.run(end)
-        except StoreError:
+        def rolled_back() -> None:
             # Not ended after all: back to active, with its queued activity.
             self._index.replace(record)
             if pending is not None:
                 self._pending_touches.setdefault(record.binding_id, pending)
-            raise
-        if not done:
-            await self._refresh_from_store(record)
-            return None
+            settled.set_result(None)
+
+        tx.after_commit(committed)
+        tx.after_rollback(rolled_back)
+        return done
+
+    async def _ended(self, record: SessionBindingRecord, reason: str, *, expired: bool) -> None:
+        """The end is committed: out of the indexes, logged, and told (the farewell)."""
         self._unindex(record)
         ended = record.model_copy(update={"status": "ended"})
         if expired:
@@ -488,11 +503,7 @@ class SessionBindingService:
                 ),
                 _log,
             )
-        self._publish(BindingEnded(ended, reason))
-        adapter = self.adapters.get(record.conversation.channel, record.conversation.account_id)
-        if adapter is not None:
-            await self._side_effect("on_unbound", adapter.on_unbound(ended, reason), ended)
-        return ended
+        await self._publish(BindingEnded(ended, reason))
 
     async def _refresh_from_store(self, record: SessionBindingRecord) -> None:
         """Another process touched or ended this binding: adopt the store's view."""
@@ -514,15 +525,29 @@ class SessionBindingService:
             raise _not_live(binding_id)
         return record
 
-    async def update_metadata(self, binding_id: str, /, **changes: Any) -> SessionBindingRecord:
-        """Merge ``changes`` into a live binding's metadata (a thread's default mode, say).
+    async def update_metadata(
+        self, binding_id: str, change: BindingMetadata | None = None, /, **legacy: Any
+    ) -> SessionBindingRecord:
+        """Merge ``change`` into a live binding's metadata: the keys it sets replace the
+        stored ones, the others stay (``BindingMetadata(default_mode="follow_up")``).
+        Once committed, :class:`BindingUpdated` is published.
+
+        ``legacy``: the untyped spelling (``default_mode="follow_up"``), validated
+        the same way; kept only until its last callers move to ``change``.
 
         Raises:
             BindingError: the binding is not live.
             StoreError: the store did not commit; the metadata is unchanged.
         """
+        if change is None:
+            change = BindingMetadata.model_validate(legacy)
+        elif legacy:
+            raise TypeError("update_metadata takes a change or keywords, not both")
+        changes = change.changes()
         async with self._metadata_lock:
-            return await self._update_metadata(binding_id, changes)
+            updated = await self._update_metadata(binding_id, changes)
+        await self._publish(BindingUpdated(updated, frozenset(changes)))
+        return updated
 
     async def _update_metadata(
         self, binding_id: str, changes: dict[str, Any]
@@ -571,7 +596,7 @@ class SessionBindingService:
         expires_at = record.bound_at + timedelta(milliseconds=max_age) if max_age else None
         with store_errors(
             f"could not record the new windows of binding {binding_id}",
-            then="they are unchanged",
+            leaves="they are unchanged",
         ):
             done = await self._db.run(
                 lambda conn: BindingRepository(conn).set_lifetime(
@@ -665,16 +690,27 @@ class SessionBindingService:
         self._index.remove(record)
         self._pending_touches.pop(record.binding_id, None)
 
-    async def _side_effect(self, what: str, call: Any, record: SessionBindingRecord) -> None:
-        """Run an adapter side effect; its failure never undoes the committed change."""
-        try:
-            await call
-        except Exception:
-            _log.warning(
-                "binding.adapter_failed",
-                step=what,
-                binding_id=record.binding_id,
-                channel=record.conversation.channel,
-                account=record.conversation.account_id,
-                exc_info=True,
-            )
+
+def _insert_row(conn: Connection, record: SessionBindingRecord) -> None:
+    try:
+        BindingRepository(conn).insert(record)
+    except IntegrityError as exc:
+        # Another process bound the same conversation first.
+        raise ConversationAlreadyBound(record.conversation.describe(), None) from exc
+
+
+def _end_row(
+    conn: Connection,
+    binding_id: str,
+    at: datetime,
+    reason: str,
+    last_activity_at: datetime | None,
+    idle_before: datetime | None,
+) -> bool:
+    return BindingRepository(conn).end(
+        binding_id,
+        at=at,
+        reason=reason,
+        last_activity_at=last_activity_at,
+        idle_before=idle_before,
+    )

@@ -214,7 +214,7 @@ class HandoffService:
             records = replay(key, tree.events)
             with store_errors(
                 f"could not rebuild the handoffs of session {key!r}",
-                then="the table is unchanged, try again",
+                leaves="the table is unchanged, try again",
             ):
                 await self._db.run(repository.replace_session, key, records)
         return records
@@ -249,6 +249,6 @@ class HandoffService:
         with store_errors(
             f"the {event.type} event of handoff {record.id!r} is recorded in session "
             f"{record.session_key!r}, but the handoffs table was not updated",
-            then="HandoffService.rebuild_from_events repairs it",
+            leaves="HandoffService.rebuild_from_events repairs it",
         ):
             await self._db.run(repository.upsert, record)

@@ -257,7 +257,7 @@ class SessionLog:
             repository.write_events(conn, rows, [head], branches)
 
         async with self._lock(key):
-            with store_errors(f"could not import session {key!r}", then="nothing was stored"):
+            with store_errors(f"could not import session {key!r}", leaves="nothing was stored"):
                 try:
                     await self._db.run(store)
                 except IntegrityError as exc:

@@ -26,6 +26,11 @@ new connection, and ``store.reconnected`` is logged. A connection lost later in
 the unit is never retried: the function may have acted on what its first
 statements returned, so the failure propagates like any other.
 
+A use case whose writes span several repositories (a spawn's subagent row, its
+session's lease and its thread's binding) opens :meth:`Database.transaction`:
+they queue their writes on it and the block's end runs them as one unit of
+work (see :mod:`core.store.transaction`).
+
 Every unit of work goes through SQLAlchemy but one: :meth:`Database.run_sqlite`,
 the session log's append (two commits per agent step). On the ``sqlite://``
 engine it hands the function the ``sqlite3`` connection itself, inside
@@ -55,6 +60,7 @@ from core.store.changes import ORIGIN_KEY
 from core.store.engine import create_engine, parse_url, redacted_url
 from core.store.migrations import migrate
 from core.store.single_process import ProcessLock
+from core.store.transaction import Transaction
 
 __all__ = ["Database", "open_database"]
 
@@ -91,6 +97,12 @@ class Database:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    def transaction(self) -> Transaction:
+        """A transaction for one use case: ``async with database.transaction() as tx``;
+        the writes queued on ``tx`` commit together at the block's end, as one unit
+        of work (see :mod:`core.store.transaction`)."""
+        return Transaction(self)
 
     async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
         """Run ``fn(connection, *args)`` in one transaction and return its result.

@@ -148,6 +148,18 @@ def _v11_acp_processes(conn: Connection) -> None:
     table_of(AcpProcessRow).create(conn, checkfirst=True)
 
 
+def _v12_subagent_replies(conn: Connection) -> None:
+    """``subagents.reply``: a spawn whose answer alone is posted where it was asked (the
+    path while spawning threads is off), recorded like any subagent so a restart
+    still posts it. Earlier rows are subagents (false)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("subagents")}
+    if "reply" not in columns:
+        default = "false" if conn.dialect.name == "postgresql" else "0"
+        conn.execute(
+            text(f"ALTER TABLE subagents ADD COLUMN reply BOOLEAN NOT NULL DEFAULT {default}")
+        )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -160,6 +172,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "session events keep their JSON text up to the payload", _v9_event_envelopes),
     Migration(10, "messages a bound thread owes until they show their text", _v10_thread_messages),
     Migration(11, "external agents' process groups, until stopped", _v11_acp_processes),
+    Migration(12, "subagents: a reply posted where it was asked", _v12_subagent_replies),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlmodel import Field, SQLModel
@@ -225,6 +226,10 @@ class SubagentRow(SQLModel, table=True):
     agent: str | None = Field(default=None, sa_column=Column(String(100), nullable=True))
     mode: str = Field(sa_column=Column(String(16), nullable=False))
     thread: bool = Field(sa_column=Column(Boolean, nullable=False))
+    reply: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    """Its answer alone is posted where it was asked (a spawn while threads are off)."""
     requester: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     requested_by: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
     scope: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))

@@ -12,7 +12,14 @@ from typing import Final
 
 from core.subagents.records import Outcome, SpawnMode
 
-__all__ = ["HEADERS", "MAX_ANNOUNCEMENT", "SESSION_LINES", "render_completion"]
+__all__ = [
+    "HEADERS",
+    "MAX_ANNOUNCEMENT",
+    "NO_ANSWER",
+    "SESSION_LINES",
+    "render_completion",
+    "render_reply",
+]
 
 MAX_ANNOUNCEMENT: Final = 1900
 """Characters; under Discord's 2000, leaving room for a channel's own framing."""
@@ -30,6 +37,9 @@ the person: ``⏹️ **Scout** stopped. Cancelled by @alice``)."""
 _STOPPED_BY_A_PERSON: Final[frozenset[Outcome]] = frozenset({"cancelled", "rejected"})
 
 _NO_RESULT = "(no answer was produced)"
+
+NO_ANSWER: Final = "(the subagent finished without an answer)"
+"""A reply's text when its task gave no answer."""
 
 
 SESSION_LINES: Final = {
@@ -77,3 +87,10 @@ def render_completion(
         lines.append("")
         lines.append(body)
     return "\n".join(lines)
+
+
+def render_reply(result: str) -> str:
+    """A reply's text: the answer alone, as the spawn while threads are off always posted
+    it (no header: the person who asked sees the answer where they asked). It may be
+    longer than one message; the channel's sink splits it."""
+    return result or NO_ANSWER

@@ -12,7 +12,7 @@ the timeout, which cancels the turn), then completes it:
    announcement goes there, not to the parent's), and a steer from the
    system with the result while the parent still runs;
 4. the announcement delivered once, then a run-mode thread let go with a
-   farewell (its end and the announcement's delivered mark one commit),
+   farewell (its end and the announcement's delivered mark one transaction),
    then the finished observers told.
 
 Each step checks what is already recorded, so running it again (after a
@@ -25,8 +25,6 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-from sqlalchemy import Connection
-
 from core import log_events
 from core.agent.agent import Agent
 from core.agent.endings import TIMED_OUT
@@ -36,6 +34,7 @@ from core.bindings.service import SessionBindingService
 from core.clock import Clock
 from core.logging import get_logger
 from core.runtime import SessionRuntime
+from core.store.database import Database
 from core.stream import Publish, ignore
 from core.subagents.delivery import CompletionDelivery
 from core.subagents.events import (
@@ -65,6 +64,7 @@ class TaskCompletion:
 
     def __init__(
         self,
+        database: Database,
         runtime: SessionRuntime,
         bindings: SessionBindingService,
         delivery: CompletionDelivery,
@@ -75,6 +75,7 @@ class TaskCompletion:
         publish: Publish[SubagentFinished] = ignore,
     ) -> None:
         self._publish = publish
+        self._db = database
         self._runtime = runtime
         self._bindings = bindings
         self._delivery = delivery
@@ -203,14 +204,19 @@ class TaskCompletion:
             self._publish(SubagentFinished(record))
             return
         why = _UNBIND_REASONS.get(record.state, "run-failed")
-        key = record.session_key
-
-        async def let_go(mark: Callable[[Connection], None]) -> None:
-            """The thread's end and the announcement's delivered mark: one commit."""
-            await self._bindings.unbind(target_session_key=key, reason=why, also=mark)
-
-        if not await self._delivery.deliver(completion_id, record, claimed, then=let_go):
-            await self._bindings.unbind(target_session_key=key, reason=why)
+        posted = False
+        try:
+            async with self._db.transaction() as tx:  # the mark and the thread's end
+                posted = await self._delivery.deliver(completion_id, record, claimed, tx=tx)
+                await self._bindings.unbind(
+                    target_session_key=record.session_key, reason=why, tx=tx
+                )
+        except Exception:
+            if not posted:
+                raise
+            # Posted and marked (the mark lands alone when its transaction does not
+            # commit): what failed is the thread's end, which stays bound.
+            _log.error("delivery.then_failed", completion_id=completion_id, exc_info=True)
         self._publish(SubagentFinished(record))
 
     async def _tell_parent(

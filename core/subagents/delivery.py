@@ -18,6 +18,10 @@ channel may have accepted the post before the row said ``delivered``)
 becomes ``uncertain``, and its delivery first asks the sink whether the same
 announcement is already in the destination (posted since the completion
 was recorded). Found, the row is marked delivered without a second post.
+
+A reply (the spawn asked while threads are off) goes the same way, to the
+requester's conversation as every fallback does; only its text differs (the
+answer alone, no header) and a refused post is not retried.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from core.logging import get_logger
 from core.registry import PerAccount
 from core.routing import BoundDeliveryRouter, DeliveryResolution
 from core.store.database import Database
+from core.store.transaction import Transaction
 from core.subagents import repository
-from core.subagents.announce import render_completion
+from core.subagents.announce import render_completion, render_reply
 from core.subagents.records import Outcome, SubagentRecord
 from core.subagents.repository import PendingCompletion
 
@@ -88,9 +93,6 @@ class SinkRegistry(PerAccount[CompletionSink]):
 
 
 NameOf = Callable[[SubagentRecord], str]
-
-Commit = Callable[[Callable[[Connection], None]], Awaitable[object]]
-"""Commits a unit of work together with the caller's own write (see :meth:`deliver`)."""
 
 
 class Undeliverable(DeliveryError):
@@ -183,15 +185,19 @@ class CompletionDelivery:
         subagent: SubagentRecord,
         claimed: PendingCompletion | None = None,
         *,
-        then: Commit | None = None,
+        tx: Transaction | None = None,
     ) -> bool:
         """Post the completion unless someone else did or does; retries on the clock.
 
         ``claimed``: the row as :meth:`complete` claimed it for this call; without it
-        the row is claimed here first. ``then``: what comes next, handed the delivered
-        mark to commit in its own transaction (a run-mode thread's end), one commit
-        where there were two; if it fails, the mark is committed alone. Returns True
-        when this call posted it.
+        the row is claimed here first. ``tx``: the caller's transaction, where the
+        delivered mark goes with what comes next (a run-mode thread's end), one
+        commit where there were two; posted, the mark lands even if ``tx`` does not
+        commit (then on its own). Without ``tx`` the mark is committed before this
+        returns. Returns True when this call posted it.
+
+        A reply (:attr:`SubagentRecord.reply`) is tried once: its post is the
+        answer itself, and a refused one is given up, as that path always did.
         """
         row = claimed
         while True:
@@ -200,9 +206,13 @@ class CompletionDelivery:
             if row is None:
                 return False  # delivered, being delivered, or given up on
             try:
-                await self._post(row, subagent, then)
+                await self._post(row, subagent, tx)
             except DeliveryError as exc:
-                give_up = isinstance(exc, Undeliverable) or row.attempts >= self._max_attempts
+                give_up = (
+                    isinstance(exc, Undeliverable)
+                    or subagent.reply
+                    or row.attempts >= self._max_attempts
+                )
                 requester = subagent.requester
                 log_events.emit(
                     log_events.DeliveryFailed(
@@ -236,7 +246,7 @@ class CompletionDelivery:
         repository.release(conn, completion_id, give_up, owner=self.leases.owner)
 
     async def _post(
-        self, row: PendingCompletion, subagent: SubagentRecord, then: Commit | None
+        self, row: PendingCompletion, subagent: SubagentRecord, tx: Transaction | None
     ) -> None:
         resolution = self._router.resolve_destination(
             target_session_key=subagent.session_key,
@@ -245,7 +255,7 @@ class CompletionDelivery:
         )
         if resolution.binding is not None:
             try:
-                await self._post_bound(row, subagent, resolution, then)
+                await self._post_bound(row, subagent, resolution, tx)
                 return
             except DeliveryError:
                 resolution = self._router.resolve_destination(
@@ -255,14 +265,14 @@ class CompletionDelivery:
                 )
                 if resolution.binding is not None:
                     raise  # the thread is there: retry it, never reroute silently
-        await self._post_fallback(row, subagent, resolution, then)
+        await self._post_fallback(row, subagent, resolution, tx)
 
     async def _post_bound(
         self,
         row: PendingCompletion,
         subagent: SubagentRecord,
         resolution: DeliveryResolution,
-        then: Commit | None,
+        tx: Transaction | None,
     ) -> None:
         binding = resolution.binding
         assert binding is not None
@@ -274,7 +284,7 @@ class CompletionDelivery:
             binding.conversation,
             content,
             lambda sink: sink.post_bound(binding, content),
-            then,
+            tx,
         )
 
     async def _post_fallback(
@@ -282,7 +292,7 @@ class CompletionDelivery:
         row: PendingCompletion,
         subagent: SubagentRecord,
         resolution: DeliveryResolution,
-        then: Commit | None,
+        tx: Transaction | None,
     ) -> None:
         requester = subagent.requester
         log_events.emit(
@@ -311,7 +321,7 @@ class CompletionDelivery:
             requester,
             content,
             lambda sink: sink.post_to(requester, content),
-            then,
+            tx,
         )
 
     async def _send(
@@ -322,14 +332,14 @@ class CompletionDelivery:
         conversation: ConversationRef,
         content: str,
         post: Callable[[CompletionSink], Awaitable[Posted]],
-        then: Commit | None,
+        tx: Transaction | None,
     ) -> None:
         """Post (unless a dead process already did), record it delivered, log it."""
         sink = self._sink(conversation)
         posted = await self._already_posted(sink, row, conversation, content)
         if posted is None:
             posted = await post(sink)
-        await self._mark(row, resolution, conversation.conversation_id, posted, then)
+        await self._mark(row, resolution, conversation.conversation_id, posted, tx)
         log_events.emit(
             log_events.DeliverySent(
                 completion_id=row.completion_id,
@@ -375,7 +385,10 @@ class CompletionDelivery:
     def _render(
         self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> str:
-        """The text for where the router sent it, and what it says of the session's binding."""
+        """The text for where the router sent it, and what it says of the session's binding;
+        a reply's is the answer alone."""
+        if subagent.reply:
+            return render_reply(row.result)
         return render_completion(
             name=self._name_of(subagent),
             outcome=row.outcome,
@@ -392,33 +405,48 @@ class CompletionDelivery:
         resolution: DeliveryResolution,
         destination: str,
         posted: Posted,
-        then: Commit | None,
+        tx: Transaction | None,
     ) -> None:
         at = self.clock.now()
-
-        def mark(conn: Connection) -> None:
-            repository.mark_delivered(
-                conn,
-                row.completion_id,
-                mode=resolution.mode,
-                reason=resolution.reason,
-                destination=destination,
-                message_id=posted.message_id,
-                at=at,
-                owner=self.leases.owner,
-            )
-
-        if then is None:
-            await self._db.run(mark)
+        args = (
+            row.completion_id,
+            resolution.mode,
+            resolution.reason,
+            destination,
+            posted.message_id,
+            at,
+            self.leases.owner,
+        )
+        if tx is None:
+            await self._db.run(_mark_delivered, *args)
             return
-        try:
-            await then(mark)
-        except Exception:
-            # Posted, so never a DeliveryError for deliver() to retry: the mark is
-            # committed on its own (marking twice changes nothing) and the failure of
-            # what came next is logged, as the watcher would have logged it.
-            await self._db.run(mark)
-            _log.error("delivery.then_failed", completion_id=row.completion_id, exc_info=True)
-        except BaseException:
-            await self._db.run(mark)
-            raise
+        tx.add(_mark_delivered, *args)
+
+        async def alone() -> None:
+            # Posted, so the mark must land even when what came with it does not
+            # (marking twice changes nothing); the caller hears of its own failure.
+            await self._db.run(_mark_delivered, *args)
+
+        tx.after_rollback(alone)
+
+
+def _mark_delivered(
+    conn: Connection,
+    completion_id: str,
+    mode: str,
+    reason: str,
+    destination: str,
+    message_id: str | None,
+    at: datetime,
+    owner: str,
+) -> None:
+    repository.mark_delivered(
+        conn,
+        completion_id,
+        mode=mode,
+        reason=reason,
+        destination=destination,
+        message_id=message_id,
+        at=at,
+        owner=owner,
+    )

@@ -43,7 +43,9 @@ def outcome_state(outcome: Outcome, mode: SpawnMode) -> SubagentState:
 class SubagentRecord(BaseModel):
     """One spawned subagent. ``requester`` is where the spawn was asked for (the
     completion's requester in routing terms); ``scope`` is the guild whose flags
-    applied."""
+    applied. ``reply``: a spawn asked while threads are off, whose answer alone is
+    posted where it was asked; it is no subagent to list (see
+    :meth:`core.subagents.service.SubagentService.list`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -52,6 +54,7 @@ class SubagentRecord(BaseModel):
     agent: str | None
     mode: SpawnMode
     thread: bool
+    reply: bool = False
     requester: ConversationRef | None
     requested_by: str | None
     scope: str | None

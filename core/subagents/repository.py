@@ -143,10 +143,16 @@ def get_subagent(conn: Connection, session_key: str) -> SubagentRecord | None:
     return _record(row) if row is not None else None
 
 
-def list_subagents(conn: Connection, states: tuple[str, ...] = ()) -> list[SubagentRecord]:
+def list_subagents(
+    conn: Connection, states: tuple[str, ...] = (), *, replies: bool = False
+) -> list[SubagentRecord]:
+    """The subagents (in ``states``, if any), oldest first; with ``replies``, the replies
+    too (the spawns while threads are off, which no listing shows)."""
     query = select(_S).order_by(_S.c.created_at, _S.c.session_key)
     if states:
         query = query.where(_S.c.state.in_(states))
+    if not replies:
+        query = query.where(_S.c.reply.is_(False))
     return [_record(row) for row in conn.execute(query)]
 
 

@@ -1,16 +1,21 @@
 """SubagentService: spawn a subagent, watch its task, announce its completion once.
 
-One use case serves both ways in: ``/agents spawn`` (a user) and the
-``spawn_subagent`` tool (a parent agent). The order of a spawn is what makes
-failure clean:
+One use case serves every way in: ``/agents spawn`` (a user), with a thread, or,
+while threads are off there, as a *reply* (the answer alone posted where it was
+asked), and the ``spawn_subagent`` tool (a parent agent). The order of a spawn
+is what makes failure clean:
 
 1. refuse early, before any I/O, what cannot work (:meth:`SubagentService.check`:
    a task that shows nothing, a thread while threads are off for that scope, a
    session without a thread, an agent that may not be started);
-2. write the child's first events (``agent.activated``, ``subagent.spawned``),
-   then its ``subagents`` row with the session's lease: the provisional child;
-3. bind a thread if asked, the row moved to ``running`` in the binding's
-   transaction; if that fails the provisional child is removed and nothing
+2. write the child's first events (``agent.activated``, ``subagent.spawned``);
+3. without a thread, one transaction: its ``subagents`` row, already
+   ``running``, and the session's lease. With one, the row goes first,
+   ``starting``, with the lease (the provisional child, which no other
+   process's recovery takes over while its thread is being made), then, in a
+   second transaction once the thread exists, its binding and the row moved to
+   ``running``; once that commits the binding is indexed and the thread
+   introduced. If either fails, the provisional child is removed and nothing
    is left behind;
 4. start the agent on the task, from the tree step 2 left (a new session has
    nothing else to load); if that fails after the bind, the binding ends
@@ -30,11 +35,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import Connection
-
 from core.agent.agent import Agent
 from core.agent.assignment import AgentActivatedPayload
-from core.bindings.records import ConversationRef, SessionBindingRecord
+from core.bindings.records import (
+    BindingMetadata,
+    BindingPersona,
+    ConversationRef,
+    SessionBindingRecord,
+)
 from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
 from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile, agent_display_name
@@ -46,6 +54,7 @@ from core.sessions.log import AppendItem, SessionLog, as_item
 from core.sessions.tree import SessionTree
 from core.sharding import EVERY_SHARD, ShardSet
 from core.store.database import Database
+from core.store.transaction import Transaction
 from core.stream import Publish, ignore
 from core.subagents import repository
 from core.subagents.completion import TaskCompletion
@@ -76,13 +85,16 @@ class SpawnRequest:
 
     ``requester`` is where the spawn was asked (the completion's requester);
     ``scope`` is the guild (or other scope) whose flags apply; ``title`` names
-    the thread.
+    the thread. ``reply``: no thread, and the answer alone is posted where it
+    was asked (``/agents spawn`` while threads are off there); a run, never
+    listed among the subagents.
     """
 
     task: str
     agent: str | None = None
     mode: SpawnMode = "run"
     thread: bool = False
+    reply: bool = False
     parent_session_key: str | None = None
     requester: ConversationRef | None = None
     requested_by: str | None = None
@@ -139,6 +151,7 @@ class SubagentService:
         self.clock: Clock = clock or SystemClock()
         self._recovery: asyncio.Future[int] | None = None
         self._completion = TaskCompletion(
+            database,
             runtime,
             bindings,
             delivery,
@@ -192,6 +205,43 @@ class SubagentService:
 
     # -- spawn ---------------------------------------------------------------------
 
+    def request_for(
+        self,
+        requester: ConversationRef,
+        *,
+        task: str,
+        agent: str | None = None,
+        mode: SpawnMode = "run",
+        requested_by: str | None = None,
+        requested_by_name: str | None = None,
+        scope: str | None = None,
+    ) -> SpawnRequest:
+        """What a person's spawn asked in ``requester`` is, by the flags there (no I/O):
+        where spawning threads is on, a subagent in a thread of its own (the child of the
+        session bound where it was asked, if any); off, a reply posted where it was asked.
+
+        Raises:
+            FeatureDisabled: a session while threads are off there (it lives in a thread).
+        """
+        threads = self._policy.spawns_threads(scope, requester.account_id)
+        if not threads and mode == "session":
+            raise FeatureDisabled(
+                FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread"
+            )
+        here = self._bindings.active_for_conversation(requester) if threads else None
+        return SpawnRequest(
+            task=task,
+            agent=agent,
+            mode=mode,
+            thread=threads,
+            reply=not threads,
+            parent_session_key=here.target_session_key if here else None,
+            requester=requester,
+            requested_by=requested_by,
+            requested_by_name=requested_by_name,
+            scope=scope,
+        )
+
     def check(self, request: SpawnRequest) -> str | None:
         """Refuse, before any I/O, what cannot work; returns the agent to start.
 
@@ -211,6 +261,8 @@ class SubagentService:
                 "a session-mode subagent lives in its own thread: ask for thread=true, "
                 "or use mode 'run'"
             )
+        if request.reply and request.thread:
+            raise SpawnRefused("a reply is posted where it was asked: it has no thread")
         requester = request.requester
         account = requester.account_id if requester is not None else None
         if request.thread and not self._policy.spawns_threads(request.scope, account):
@@ -245,34 +297,35 @@ class SubagentService:
             agent=agent_id,
             mode=request.mode,
             thread=request.thread,
+            reply=request.reply,
             requester=request.requester,
             requested_by=request.requested_by,
             scope=request.scope,
             task=request.task,
-            state="starting",
+            state="starting" if request.thread else "running",
             binding_id=None,
             created_at=now,
             updated_at=now,
         )
         tree = await self._open_child(record)
         binding = None
-        if request.thread:
-            started = self.clock.now()
-
-            def save_running(conn: Connection, bound: SessionBindingRecord) -> None:
-                running = record.moved("running", started, binding_id=bound.binding_id)
-                repository.upsert_subagent(conn, running)
-
-            try:
-                binding = await self._bind(record, request, also=save_running)
-            except BaseException:
-                await self._discard(key)
-                raise
-            record = record.moved("running", started, binding_id=binding.binding_id)
+        try:
+            async with self._db.transaction() as tx:  # the child: its row and its lease
+                tx.add(repository.upsert_subagent, record)
+                self._lease(tx, key)
+            if request.thread:
+                async with self._db.transaction() as tx:  # its thread, and the row running
+                    binding = await self._bind(record, request, tx)
+                    record = record.moved(
+                        "running", self.clock.now(), binding_id=binding.binding_id
+                    )
+                    tx.add(repository.upsert_subagent, record)
+                # committed: the binding is indexed and its thread introduced
+        except BaseException:
+            await self._discard(key)
+            raise
         try:
             agent = await self._runtime.start_new(tree, leased=True)
-            if binding is None:
-                record = await self._save(record.moved("running", self.clock.now()))
             await agent.send(
                 request.task,
                 author_id=request.requested_by,
@@ -284,13 +337,17 @@ class SubagentService:
         self._completion.watch(record)
         return Spawned(record, binding, agent, self.display_name(agent_id))
 
-    async def _open_child(self, record: SubagentRecord) -> SessionTree:
-        """Write the child's first events, then its row with the session's lease: the
-        tree they leave is the new session's, for the runtime to start from as it is.
+    def _lease(self, tx: Transaction, key: str) -> None:
+        """The new session's lease, in ``tx``: no other process's recovery takes the
+        session over while the spawn is under way (a fresh key: nobody holds it, unless
+        keys collide, which refuses the transaction)."""
+        leases = self._runtime.leases
+        if leases is not None:
+            leases.take_in(tx, "session", key)
 
-        Row and lease commit together, so no other process's recovery can find the
-        row ``starting`` and take the session over while the spawn is still under way.
-        """
+    async def _open_child(self, record: SubagentRecord) -> SessionTree:
+        """Write the child's first events: the tree they leave is the new session's, for
+        the runtime to start from as it is."""
         tree = SessionTree(record.session_key)
         items: list[AppendItem] = []
         if record.agent:
@@ -308,42 +365,25 @@ class SubagentService:
             )
         )
         await self._sessions.append_many(tree, items)
-        key = record.session_key
-        leases = self._runtime.leases
-        take = leases.take_with("session", key) if leases is not None else None
-
-        def save_and_lease(conn: Connection) -> None:
-            repository.upsert_subagent(conn, record)
-            holder = take(conn) if take is not None else None
-            if holder is not None:  # a fresh key: never, unless keys collide
-                raise SessionBusy(key, holder)
-
-        try:
-            await self._db.run(save_and_lease)
-        except BaseException:
-            await self._discard(record.session_key)
-            raise
         return tree
 
     async def _bind(
-        self,
-        record: SubagentRecord,
-        request: SpawnRequest,
-        also: Callable[[Connection, SessionBindingRecord], None],
+        self, record: SubagentRecord, request: SpawnRequest, tx: Transaction
     ) -> SessionBindingRecord:
         requester = request.requester
         if requester is None:
             raise SpawnRefused("a subagent thread needs the conversation it was asked from")
         profile = self._profiles.get(record.agent or "")
-        name = self.display_name(record.agent)
-        metadata = {
-            "persona": {"name": name, "avatar_url": profile.avatar_url if profile else None},
-            "agent": record.agent,
-            "spawn_mode": record.mode,
-            "requester_conversation_id": requester.conversation_id,
-            "thread_name": (request.title or f"{name}: {record.task}")[:100],
-            **request.metadata,
-        }
+        persona = BindingPersona.of_agent(self._profiles, record.agent)
+        metadata = BindingMetadata(
+            persona=persona,
+            agent=record.agent,
+            spawn_mode=record.mode,
+            requester_conversation_id=requester.conversation_id,
+            thread_name=(request.title or f"{persona.name}: {record.task}")[:100],
+        )
+        if request.metadata:  # the caller's own keys, over ours
+            metadata = BindingMetadata.model_validate({**metadata.changes(), **request.metadata})
         return await self._bindings.bind(
             record.session_key,
             "acp" if profile is not None and profile.acp else "subagent",
@@ -351,7 +391,7 @@ class SubagentService:
             metadata=metadata,
             bound_by=record.requested_by,
             scope=record.scope,
-            also=also,
+            tx=tx,
         )
 
     async def _discard(self, key: str) -> None:
@@ -359,14 +399,10 @@ class SubagentService:
         with contextlib.suppress(ThreadboundError):
             await self._sessions.discard(key)
         leases = self._runtime.leases
-        release = leases.release_with("session", key) if leases is not None else None
-
-        def delete(conn: Connection) -> None:
-            repository.delete_subagent(conn, key)
-            if release is not None:
-                release(conn)
-
-        await self._db.run(delete)
+        async with self._db.transaction() as tx:
+            tx.add(repository.delete_subagent, key)
+            if leases is not None:
+                leases.release_in(tx, "session", key)
         _log.info("subagent.discarded", session_key=key)
 
     async def _start_failed(
@@ -410,7 +446,10 @@ class SubagentService:
                 continue
             self._completion.run(self._completion.finish(record, row.completion_id))
             taken += 1
-        for record in await self.list("starting", "running"):
+        unfinished = await self._db.run(
+            lambda conn: repository.list_subagents(conn, ("starting", "running"), replies=True)
+        )
+        for record in unfinished:
             key = record.session_key
             if not self._shards.owns_scope(record.scope) or self._here(key):
                 continue
@@ -451,6 +490,8 @@ class SubagentService:
         return next(iter(self._bindings.active_for_session(session_key)), None)
 
     async def list(self, *states: SubagentState) -> list[SubagentRecord]:
+        """The subagents (in ``states``, if any), oldest first; replies are no subagents
+        (they show as runs without a thread) and are not among them."""
         return await self._db.run(repository.list_subagents, states)
 
     async def get(self, session_key: str) -> SubagentRecord | None:

@@ -14,6 +14,7 @@ from adapters.discord.delivery import Persona
 from adapters.discord.manager import ManagerRegistry
 from bot.client import ThreadboundClient
 from bot.wiring import build_services
+from core.bindings.records import BindingMetadata, BindingPersona
 from core.clock import FakeClock
 from core.config import parse_config
 from core.providers.scripted import ScriptedProvider, Step
@@ -206,6 +207,26 @@ async def test_spawn_uses_the_agent_profile_persona(start_bot: StartBot) -> None
         if m.webhook_id is not None
     ]
     assert (message.username, message.avatar_url) == ("Scout", "https://example.org/scout.png")
+
+
+async def test_a_persona_changed_in_the_store_is_what_the_thread_shows_next(
+    start_bot: StartBot,
+) -> None:
+    """A binding's persona written (a handoff does it) is shown from the next message on,
+    with nobody asking the thread to show it anew: the change itself is published."""
+    bot = await start_bot([Step(text="on it"), Step(text="as the writer")], agents=PROFILES)
+    await spawn(bot, "look around", agent="scout", mode="session")
+    record = bot.binding()
+    await settle(bot, record.target_session_key)
+    thread_id = int(record.conversation.conversation_id)
+    writer = BindingPersona(name="Writer", avatar_url="https://example.org/writer.png")
+    await bot.services.bindings.update_metadata(record.binding_id, BindingMetadata(persona=writer))
+    await bot.fake.user_says(thread_id, bot.world.alice, "go on")
+    async with asyncio.timeout(TIMEOUT):
+        message = await bot.fake.wait_for_message(
+            thread_id, lambda m: m.webhook_id is not None and m.content == "as the writer"
+        )
+    assert (message.username, message.avatar_url) == ("Writer", "https://example.org/writer.png")
 
 
 async def test_spawn_refuses_unknown_and_handoff_only_agents(start_bot: StartBot) -> None:

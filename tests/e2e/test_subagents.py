@@ -115,6 +115,48 @@ async def test_legacy_path_is_untouched_when_spawning_is_off(start_bot: StartBot
     assert await bot.services.subagents.list() == []
 
 
+async def test_legacy_answer_survives_a_restart_before_it_was_posted(
+    start_bot: StartBot,
+) -> None:
+    """Flag off, the process dies between the spawn and its answer's post: the next start
+    posts the answer where it was asked, once, as the bot and without a header."""
+    first = await start_bot([Step(text="legacy answer")], spawn_threads=False, db_name="r.db")
+
+    async def killed(*_args: Any) -> bool:
+        raise RuntimeError("process killed before the answer was posted")
+
+    first.services.subagents.delivery.deliver = killed  # type: ignore[method-assign]
+    (reply,) = await spawn(first, "answer here")
+    assert "answer will be posted here" in reply.body["content"]
+    await done(first)
+    channel = first.world.channel.id
+    assert "legacy answer" not in contents(first, channel)
+    await first.client.close()
+    await first.services.close()
+
+    second = await start_bot([], spawn_threads=False, db_name="r.db")
+    await second.services.subagents.start()  # the pick-up on_ready began, scheduled
+    await done(second)
+    answers = [m for m in second.fake.messages_in(channel) if m.content == "legacy answer"]
+    assert len(answers) == 1
+    assert answers[0].webhook_id is None
+    assert second.provider.calls == []  # answered before the restart: not run again
+    assert await second.services.subagents.list() == []
+
+
+async def test_a_long_legacy_answer_is_posted_in_as_many_messages_as_it_needs(
+    start_bot: StartBot,
+) -> None:
+    long = "\n".join(f"line {i} " + "x" * 60 for i in range(60))  # about 4,100 characters
+    bot = await start_bot([Step(text=long)], spawn_threads=False)
+    await spawn(bot, "answer at length")
+    await done(bot)
+    parts = [c for c in contents(bot, bot.world.channel.id) if c.startswith("line ")]
+    assert len(parts) == 3
+    assert all(len(part) <= 2000 for part in parts)
+    assert "\n".join(parts) == long
+
+
 async def test_legacy_path_runs_the_named_agent(start_bot: StartBot) -> None:
     """Flag off, agent:<id> still runs that profile: its prompt, and agent.activated logged."""
     agents = {

@@ -7,17 +7,25 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
 
 from core.bindings.adapter import AdapterRegistry
+from core.bindings.focus import Focus, Found
 from core.bindings.lifecycle import expiry_reason, run_maintenance, sweep
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import (
+    BindingMetadata,
+    BindingPersona,
+    BindingUpdated,
+    SessionBindingRecord,
+)
 from core.bindings.service import SessionBindingService
 from core.clock import FakeClock
 from core.errors import BindingError, ConversationAlreadyBound
 from core.leases import Leases, take
 from core.store import Database
 from core.store.tables import BindingRow
+from core.stream import EventStream
 from tests.fixtures.adapters import RecordingAdapter
 from tests.fixtures.bindings import conv
 from tests.fixtures.stores import StoreFactory
@@ -39,8 +47,11 @@ async def service_on(
     db: Database, clock: FakeClock, *adapters: RecordingAdapter, **kwargs
 ) -> SessionBindingService:
     registry = AdapterRegistry()
+    stream: EventStream[object] = EventStream()
     for adapter in adapters:
         registry.register(adapter)
+        adapter.watch(stream)
+    kwargs.setdefault("publish", stream.publish)
     service = SessionBindingService(db, adapters=registry, clock=clock, **kwargs)
     await service.start()
     return service
@@ -88,8 +99,8 @@ class TestBindAndRestart:
     async def test_the_callers_rows_commit_with_the_binding_or_not_at_all(
         self, database: Database, clock: FakeClock
     ) -> None:
-        """``also`` writes in the binding's transaction, given the new binding (a spawn
-        moves its subagent's row to running there): failing, it leaves neither."""
+        """Bound in the caller's transaction, the binding commits with the caller's own
+        writes (a spawn moves its subagent's row to running there): failing, neither stays."""
         service = await service_on(database, clock)
         owner = Leases(database, owner="p", clock=clock)
         now = clock.now()
@@ -97,15 +108,22 @@ class TestBindAndRestart:
         def lease_it(conn: Connection, record: SessionBindingRecord) -> None:
             take(conn, "session", record.binding_id, owner="p", now=now, until=now + owner.ttl)
 
-        record = await service.bind("agent:1", "subagent", conv("t1"), also=lease_it)
+        async with database.transaction() as tx:
+            record = await service.bind("agent:1", "subagent", conv("t1"), tx=tx)
+            tx.add(lease_it, record)
         assert await owner.holders("session") == {record.binding_id: "p"}
 
         def fail(conn: Connection, record: SessionBindingRecord) -> None:
             lease_it(conn, record)
             raise RuntimeError("the caller's write failed")
 
+        async def bind_and_fail() -> None:
+            async with database.transaction() as tx:
+                second = await service.bind("agent:2", "subagent", conv("t2"), tx=tx)
+                tx.add(fail, second)
+
         with pytest.raises(RuntimeError):
-            await service.bind("agent:2", "subagent", conv("t2"), also=fail)
+            await bind_and_fail()
         assert [row["target_session_key"] for row in await stored_rows(database)] == ["agent:1"]
         assert service.resolve_by_conversation(conv("t2")) is None
         assert len(await owner.holders("session")) == 1
@@ -114,7 +132,7 @@ class TestBindAndRestart:
     async def test_unbind_commits_the_callers_write_once(
         self, database: Database, clock: FakeClock
     ) -> None:
-        """With the first binding's end, or alone when nothing is live to end."""
+        """With the bindings' ends, or alone when nothing is live to end."""
         service = await service_on(database, clock)
         owner = Leases(database, owner="p", clock=clock)
         now = clock.now()
@@ -129,9 +147,13 @@ class TestBindAndRestart:
 
         await service.bind("agent:1", "subagent", conv("t1"))
         await service.bind("agent:1", "subagent", conv("t2"))
-        ended = await service.unbind(target_session_key="agent:1", reason="done", also=lease("a"))
+        async with database.transaction() as tx:
+            ended = await service.unbind(target_session_key="agent:1", reason="done", tx=tx)
+            tx.add(lease("a"))
         assert len(ended) == 2
-        again = await service.unbind(target_session_key="agent:1", reason="done", also=lease("b"))
+        async with database.transaction() as tx:
+            again = await service.unbind(target_session_key="agent:1", reason="done", tx=tx)
+            tx.add(lease("b"))
         assert again == []
         assert runs == ["a", "b"]
         assert await owner.holders("session") == {"a": "p", "b": "p"}
@@ -507,12 +529,14 @@ async def test_update_metadata_is_persisted(open_store: StoreFactory, clock: Fak
     """Metadata changes merge into the record and survive a restart."""
     service = await service_on(await open_store(), clock)
     record = await service.bind("s1", "session", conv("t1"), metadata={"persona": {"name": "A"}})
-    updated = await service.update_metadata(record.binding_id, default_mode="follow_up")
+    updated = await service.update_metadata(
+        record.binding_id, BindingMetadata(default_mode="follow_up")
+    )
     assert updated.metadata == {"persona": {"name": "A"}, "default_mode": "follow_up"}
     restarted = await service_on(await open_store(), clock)
     assert restarted.get(record.binding_id).metadata["default_mode"] == "follow_up"
     with pytest.raises(BindingError, match="is not live"):
-        await restarted.update_metadata("missing", x=1)
+        await restarted.update_metadata("missing", BindingMetadata(default_mode="steer"))
 
 
 async def test_concurrent_metadata_updates_both_land(
@@ -522,8 +546,8 @@ async def test_concurrent_metadata_updates_both_land(
     service = await service_on(await open_store(), clock)
     record = await service.bind("s1", "session", conv("t1"))
     await asyncio.gather(
-        service.update_metadata(record.binding_id, default_mode="follow_up"),
-        service.update_metadata(record.binding_id, status_message_id="42"),
+        service.update_metadata(record.binding_id, BindingMetadata(default_mode="follow_up")),
+        service.update_metadata(record.binding_id, BindingMetadata(status_message_id="42")),
     )
     assert service.get(record.binding_id).metadata == {
         "default_mode": "follow_up",
@@ -531,3 +555,65 @@ async def test_concurrent_metadata_updates_both_land(
     }
     restarted = await service_on(await open_store(), clock)
     assert restarted.get(record.binding_id).metadata == service.get(record.binding_id).metadata
+
+
+class TestMetadataWrites:
+    async def test_a_change_is_typed_and_published_once_committed(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """Only the keys a change sets are written; BindingUpdated names them, after the
+        commit (the record it carries is the one the indexes hold)."""
+        stream: EventStream[object] = EventStream()
+        told: list[tuple[dict, frozenset[str], dict | None]] = []
+        service = await service_on(database, clock, publish=stream.publish)
+
+        def seen(event: object) -> None:
+            if isinstance(event, BindingUpdated):
+                now = service.get(event.record.binding_id)
+                told.append((event.record.metadata, event.changed, now and now.metadata))
+
+        stream.subscribe(seen)
+        record = await service.bind(
+            "s1", "session", conv("t1"), metadata={"persona": {"name": "A"}}
+        )
+        persona = BindingPersona(name="B", avatar_url="https://example.org/b.png")
+        await service.update_metadata(record.binding_id, BindingMetadata(persona=persona))
+        expected = {"persona": {"name": "B", "avatar_url": "https://example.org/b.png"}}
+        assert told == [(expected, frozenset({"persona"}), expected)]
+
+    async def test_an_untyped_change_is_validated_like_a_typed_one(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """The keyword spelling still works, checked by the same model: a mode that does
+        not exist is refused and nothing changes."""
+        service = await service_on(database, clock)
+        record = await service.bind("s1", "session", conv("t1"))
+        updated = await service.update_metadata(record.binding_id, default_mode="follow_up")
+        assert updated.meta.default_mode == "follow_up"
+        with pytest.raises(ValidationError):
+            await service.update_metadata(record.binding_id, default_mode="sideways")
+        assert service.get(record.binding_id).metadata == {"default_mode": "follow_up"}
+
+
+class TestFocus:
+    async def test_the_new_binding_speaks_under_the_sessions_persona_avatar_and_all(
+        self, database: Database, clock: FakeClock
+    ) -> None:
+        """/focus binds the session under the persona its first binding has: its name and
+        its avatar (the avatar was dropped before)."""
+        service = await service_on(database, clock)
+        persona = BindingPersona(name="Scout", avatar_url="https://example.org/s.png")
+        await service.bind("s1", "session", conv("t1"), metadata=BindingMetadata(persona=persona))
+        focus = Focus(service, database, _AnyoneMay()).focus
+        focused = await focus(Found("s1"), conv("t2"), scope="g", by="u1", read_after="5")
+        assert focused.meta.persona == persona
+        assert focused.meta.read_after == "5"
+        bare = await focus(Found("s2"), conv("t3"), scope="g", by="u1", read_after="6")
+        assert bare.meta.persona.name == "Subagent"
+
+
+class _AnyoneMay:
+    """The owner rule, where the test is not about it."""
+
+    async def may_change(self, session_key: str, user_id: str, /, *, admin: bool) -> bool:
+        return True

@@ -21,6 +21,7 @@ from core.routing import BoundDeliveryRouter
 from core.runtime import SessionRuntime
 from core.sessions.log import SessionLog
 from core.store import Database
+from core.stream import EventStream
 from core.subagents import CompletionDelivery, Posted, SinkRegistry, SubagentService
 from core.subagents.service import SpawnRequest
 from core.subagents.tool import spawn_tool_handler
@@ -126,7 +127,8 @@ async def harness(
     adapters = AdapterRegistry()
     adapter = RecordingAdapter()
     adapters.register(adapter)
-    bindings = SessionBindingService(database, adapters=adapters, clock=clock)
+    publish = adapter.watch(EventStream())
+    bindings = SessionBindingService(database, adapters=adapters, clock=clock, publish=publish)
     await bindings.start()
     sessions = SessionLog(database, clock=clock)
     factory = ProfileAgentFactory(cfg, {}, provider, ToolRegistry([sleep_tool(clock)]))

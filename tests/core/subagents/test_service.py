@@ -486,7 +486,7 @@ class TestStoreWork:
         unbind = h.bindings.unbind
 
         async def failing(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("also") is not None:
+            if kwargs.get("tx") is not None:
                 raise StoreError("the store went away")
             return await unbind(*args, **kwargs)
 
