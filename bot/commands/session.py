@@ -14,6 +14,7 @@ from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
 from bot.commands.bound import binding_for, uses_of
+from core.bindings.records import BindingMetadata
 from core.canary import parse_duration
 from core.errors import ThreadboundError
 from core.inbox import Mode
@@ -73,7 +74,9 @@ class SessionGroup(
         if record is None:
             return
         try:
-            await self.uses.bindings.update_metadata(record.binding_id, default_mode=default)
+            await self.uses.bindings.update_metadata(
+                record.binding_id, BindingMetadata(default_mode=default)
+            )
         except ThreadboundError as exc:
             await interaction.response.send_message(str(exc)[:2000], ephemeral=True)
             return

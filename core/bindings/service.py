@@ -526,23 +526,16 @@ class SessionBindingService:
         return record
 
     async def update_metadata(
-        self, binding_id: str, change: BindingMetadata | None = None, /, **legacy: Any
+        self, binding_id: str, change: BindingMetadata, /
     ) -> SessionBindingRecord:
         """Merge ``change`` into a live binding's metadata: the keys it sets replace the
         stored ones, the others stay (``BindingMetadata(default_mode="follow_up")``).
         Once committed, :class:`BindingUpdated` is published.
 
-        ``legacy``: the untyped spelling (``default_mode="follow_up"``), validated
-        the same way; kept only until its last callers move to ``change``.
-
         Raises:
             BindingError: the binding is not live.
             StoreError: the store did not commit; the metadata is unchanged.
         """
-        if change is None:
-            change = BindingMetadata.model_validate(legacy)
-        elif legacy:
-            raise TypeError("update_metadata takes a change or keywords, not both")
         changes = change.changes()
         async with self._metadata_lock:
             updated = await self._update_metadata(binding_id, changes)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from core.agent.agent import Agent
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import BindingMetadata, BindingPersona, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.config import AgentProfile
 from core.errors import ThreadboundError
@@ -134,7 +134,7 @@ class Handoffs:
         """The binding the target speaks in, under its persona: a new conversation when its
         profile asks for one (and one can be made), else the offer's."""
         profile = self._profiles[agent_id]  # activate() checked it exists
-        persona = {"name": profile.display_name, "avatar_url": profile.avatar_url or None}
+        persona = BindingPersona.of_agent(self._profiles, agent_id)
         if profile.handoff_thread == "new":
             try:
                 return await self._move(record, agent_id, persona)
@@ -144,11 +144,11 @@ class Handoffs:
                     "handoff.new_thread_failed", binding_id=record.binding_id, exc_info=True
                 )
         return await self._bindings.update_metadata(
-            record.binding_id, persona=persona, agent=agent_id
+            record.binding_id, BindingMetadata(persona=persona, agent=agent_id)
         )
 
     async def _move(
-        self, record: SessionBindingRecord, agent_id: str, persona: dict[str, Any]
+        self, record: SessionBindingRecord, agent_id: str, persona: BindingPersona
     ) -> SessionBindingRecord:
         """Bind the session to a new conversation beside ``record``'s, then let that one go.
 
@@ -156,13 +156,14 @@ class Handoffs:
         stays bound where it was.
         """
         conversation = record.conversation
-        metadata = {
-            **record.metadata,
-            "persona": persona,
-            "agent": agent_id,
-            "thread_name": f"{persona['name']}: handoff"[:100],
-            "handed_off_from": conversation.conversation_id,
-        }
+        metadata = record.meta.model_copy(
+            update={
+                "persona": persona,
+                "agent": agent_id,
+                "thread_name": f"{persona.name}: handoff"[:100],
+                "handed_off_from": conversation.conversation_id,
+            }
+        )
         new = await self._bindings.bind(
             record.target_session_key,
             record.target_kind,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from core.agent.assignment import AgentActivatedPayload, active_agent
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import BindingMetadata, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.config import AgentProfile
 from core.handoffs.attempts import attempts
@@ -147,10 +147,9 @@ class BriefPrompts:
             StoreError: not recorded; the button may be posted again.
         """
         current = self._bindings.active(binding_id)
-        prompts = current.metadata.get(PROMPTS_KEY) if current is not None else None
-        known = dict(prompts) if isinstance(prompts, Mapping) else {}
+        known = dict(current.meta.brief_prompts) if current is not None else {}
         return await self._bindings.update_metadata(
-            binding_id, **{PROMPTS_KEY: {**known, due.agent: due.seq}}
+            binding_id, BindingMetadata(brief_prompts={**known, due.agent: due.seq})
         )
 
 

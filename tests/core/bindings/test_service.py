@@ -7,7 +7,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from pydantic import ValidationError
 from sqlalchemy import Connection, func, select
 
 from core.bindings.adapter import AdapterRegistry
@@ -580,19 +579,6 @@ class TestMetadataWrites:
         await service.update_metadata(record.binding_id, BindingMetadata(persona=persona))
         expected = {"persona": {"name": "B", "avatar_url": "https://example.org/b.png"}}
         assert told == [(expected, frozenset({"persona"}), expected)]
-
-    async def test_an_untyped_change_is_validated_like_a_typed_one(
-        self, database: Database, clock: FakeClock
-    ) -> None:
-        """The keyword spelling still works, checked by the same model: a mode that does
-        not exist is refused and nothing changes."""
-        service = await service_on(database, clock)
-        record = await service.bind("s1", "session", conv("t1"))
-        updated = await service.update_metadata(record.binding_id, default_mode="follow_up")
-        assert updated.meta.default_mode == "follow_up"
-        with pytest.raises(ValidationError):
-            await service.update_metadata(record.binding_id, default_mode="sideways")
-        assert service.get(record.binding_id).metadata == {"default_mode": "follow_up"}
 
 
 class TestFocus:

@@ -28,6 +28,7 @@ from core.providers.scripted import ScriptedProvider, Step
 from core.runtime import SessionRuntime
 from core.sessions import SessionLog
 from core.store import Database
+from core.stream import EventStream
 from tests.fixtures.adapters import RecordingAdapter
 from tests.fixtures.bindings import conv
 
@@ -91,7 +92,9 @@ async def build(database: Database, clock: FakeClock, thread: str) -> World:
     registry = AdapterRegistry()
     adapter = Adapter()
     registry.register(adapter)
-    bindings = SessionBindingService(database, adapters=registry, clock=clock)
+    bindings = SessionBindingService(
+        database, adapters=registry, clock=clock, publish=adapter.watch(EventStream())
+    )
     await bindings.start()
     binding = await bindings.bind(
         KEY,
