@@ -15,9 +15,15 @@ from typing import Any
 
 from core.acp import AcpConnections, AgentGroups, missing_command
 from core.agent import ToolRegistry
-from core.agent.builtin_tools import http_get_tool, sleep_tool
+from core.agent.builtin_tools import (
+    ArtifactHandler,
+    SpawnSubagentArgs,
+    http_get_tool,
+    sleep_tool,
+)
 from core.agent.factory import ProfileAgentFactory
 from core.agent.mcp_tools import referenced_tools
+from core.agent.tools import ToolContext
 from core.agent.usage import ModelInfo
 from core.artifacts import builtin as _builtin_artifacts
 from core.artifacts.service import ArtifactService, artifact_tool_handler
@@ -146,6 +152,15 @@ async def build_services(
             config, env=env, clock=clock, load_image=attachments.load, groups=groups
         )
         events.subscribe(acp.on_event)  # an unbound thread's agent process stops
+
+        # The bot-acting tools' ports: the services they reach are built below, and
+        # found when a tool runs (always after this function has returned).
+        async def spawn(args: SpawnSubagentArgs, context: ToolContext) -> str:
+            return await spawn_tool_handler(subagents)(args, context)
+
+        def artifacts_for(profile: AgentProfile) -> ArtifactHandler:
+            return _artifact_handler(artifacts, runtime)(profile)
+
         factory = ProfileAgentFactory(
             config,
             providers,
@@ -157,6 +172,8 @@ async def build_services(
             clock=clock,
             load_image=attachments.load,
             external=acp,
+            spawn=spawn,
+            artifacts=artifacts_for,
         )
         runtime = SessionRuntime(
             sessions,
@@ -203,8 +220,6 @@ async def build_services(
         handoffs = HandoffService(database, sessions, clock=clock)
         transcript = Transcript(database, bindings)
         events.subscribe(transcript.on_event)
-        factory.attach_spawn(spawn_tool_handler(subagents))
-        factory.attach_artifacts(_artifact_handler(artifacts, runtime))
     except BaseException:
         await liveness.close()
         await database.close()
@@ -280,7 +295,7 @@ def _tool_lists(config: Config) -> list[list[str]]:
 
 def _artifact_handler(
     artifacts: ArtifactService, runtime: SessionRuntime
-) -> Callable[[AgentProfile], Any]:
+) -> Callable[[AgentProfile], ArtifactHandler]:
     """The emit_artifact handler per profile: the types it allows, the caller's live tree."""
 
     def tree_of(context: Any) -> Any:
@@ -289,7 +304,7 @@ def _artifact_handler(
             raise ProviderError(f"session {context.session_key!r} is not running")
         return agent.tree
 
-    def handler_for(profile: AgentProfile) -> Any:
+    def handler_for(profile: AgentProfile) -> ArtifactHandler:
         return artifact_tool_handler(
             artifacts, get_tree=tree_of, allowed_types=profile.artifact_types
         )

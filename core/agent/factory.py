@@ -9,9 +9,10 @@ profiles, gets the defaults: the first provider, no prompt, and the tools
 A profile with ``acp`` is an external agent: it brings its own model and tools,
 and its turns are run by what :class:`ExternalAgents` gives (:mod:`core.acp`).
 
-Tools that act on the bot (spawning, artifacts) need services built after
-the runtime that owns this factory; they are attached afterwards with
-:meth:`ProfileAgentFactory.attach_spawn` and :meth:`attach_artifacts`.
+Tools that act on the bot (spawning, artifacts) are given to the constructor
+as handlers (``spawn``, ``artifacts``): the ports through which an agent's tool
+reaches the services. Those services are built after the runtime that owns this
+factory, so the wiring hands over handlers that find them when a tool runs.
 """
 
 from __future__ import annotations
@@ -90,7 +91,11 @@ class ProfileAgentFactory:
         clock: Clock | None = None,
         load_image: Callable[[str], bytes] | None = None,
         external: ExternalAgents | None = None,
+        spawn: SpawnHandler | None = None,
+        artifacts: ArtifactHandlerFor | None = None,
     ) -> None:
+        """``spawn``: what ``spawn_subagent`` calls (no such tool without it);
+        ``artifacts``: the ``emit_artifact`` handler for a profile (none without it)."""
         self._load_image = load_image
         self._external = external
         self._config = config
@@ -101,19 +106,11 @@ class ProfileAgentFactory:
         self._override = provider_override
         self._override_info = override_info
         self._base = base_tools
-        self._spawn: Tool | None = None
-        self._artifacts: ArtifactHandlerFor | None = None
+        self._spawn: Tool | None = spawn_subagent_tool(spawn) if spawn is not None else None
+        self._artifacts = artifacts
         # One registry per profile, shared by its agents: a registry builds its JSON
         # schemas once, and building them is a millisecond per tool.
         self._registries: dict[str | None, ToolRegistry] = {}
-
-    def attach_spawn(self, handler: SpawnHandler) -> None:
-        self._spawn = spawn_subagent_tool(handler)
-        self._registries.clear()
-
-    def attach_artifacts(self, handler_for: ArtifactHandlerFor) -> None:
-        self._artifacts = handler_for
-        self._registries.clear()
 
     def __call__(
         self, tree: SessionTree, log: SessionLog, on_crash: Callable[[Agent, BaseException], None]

@@ -84,9 +84,9 @@ def replay(session_key: str, events: Iterable[SessionEvent]) -> list[HandoffReco
     by_id: dict[str, HandoffRecord] = {}
     for event in events:
         status = _STATUS_OF_TYPE.get(event.type)
-        if status is None:
+        payload = event.data_as(HandoffEventPayload) if status is not None else None
+        if status is None or payload is None:
             continue
-        payload = HandoffEventPayload.model_validate(event.payload)
         known = by_id.get(payload.handoff_id)
         if known is None:
             by_id[payload.handoff_id] = HandoffRecord(

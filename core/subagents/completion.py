@@ -38,8 +38,6 @@ from core.store.database import Database
 from core.stream import Publish, ignore
 from core.subagents.delivery import CompletionDelivery
 from core.subagents.events import (
-    CHILD_FINISHED,
-    COMPLETED,
     ChildFinishedPayload,
     CompletedPayload,
 )
@@ -142,7 +140,8 @@ class TaskCompletion:
         completion_id = f"{key}/{turn_id}"
         result = agent.tree.last_answer()
         already = any(
-            e.type == COMPLETED and e.payload["completion_id"] == completion_id
+            (done := e.data_as(CompletedPayload)) is not None
+            and done.completion_id == completion_id
             for e in agent.tree.events
         )
         if not already:
@@ -227,7 +226,8 @@ class TaskCompletion:
         try:
             parent = await self._runtime.get(parent_key)
             told = any(
-                e.type == CHILD_FINISHED and e.payload["completion_id"] == completion_id
+                (finished := e.data_as(ChildFinishedPayload)) is not None
+                and finished.completion_id == completion_id
                 for e in parent.tree.events
             )
             if told:

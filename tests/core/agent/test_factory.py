@@ -39,7 +39,6 @@ def factory(
     tree: Any = None,
 ) -> ProfileAgentFactory:
     config = parse_config({"agents": AGENTS, "providers": PROVIDERS}, env={})
-    made = ProfileAgentFactory(config, {"other": other}, default, ToolRegistry([sleep_tool(clock)]))
     artifacts = ArtifactService(log)
 
     def handler_for(profile: Any) -> Any:
@@ -47,8 +46,13 @@ def factory(
             artifacts, get_tree=lambda _c: tree, allowed_types=profile.artifact_types
         )
 
-    made.attach_artifacts(handler_for)
-    return made
+    return ProfileAgentFactory(
+        config,
+        {"other": other},
+        default,
+        ToolRegistry([sleep_tool(clock)]),
+        artifacts=handler_for,
+    )
 
 
 def note_call(origin: str) -> ToolCall:

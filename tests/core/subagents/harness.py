@@ -131,7 +131,11 @@ async def harness(
     bindings = SessionBindingService(database, adapters=adapters, clock=clock, publish=publish)
     await bindings.start()
     sessions = SessionLog(database, clock=clock)
-    factory = ProfileAgentFactory(cfg, {}, provider, ToolRegistry([sleep_tool(clock)]))
+
+    async def spawn(args: Any, context: Any) -> str:  # the service is built below
+        return await spawn_tool_handler(service)(args, context)
+
+    factory = ProfileAgentFactory(cfg, {}, provider, ToolRegistry([sleep_tool(clock)]), spawn=spawn)
     runtime = SessionRuntime(sessions, factory, clock=clock, leases=leases)
     router = BoundDeliveryRouter(bindings, clock=clock)
     sinks = SinkRegistry()
@@ -158,7 +162,6 @@ async def harness(
         clock=clock,
         timeout_seconds=task_timeout or None,
     )
-    factory.attach_spawn(spawn_tool_handler(service))
     return Harness(
         database, clock, provider, sessions, bindings, adapter, runtime, sink, service, threads
     )
