@@ -11,7 +11,7 @@ closes last.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,16 +19,17 @@ from core.acp import AcpConnections
 from core.agent.factory import ProfileAgentFactory
 from core.artifacts.service import ArtifactService
 from core.attachments import AttachmentStore
-from core.bindings.adapter import AdapterRegistry
+from core.bindings.adapter import AdapterRegistry, ChannelAdapter
 from core.bindings.lifecycle import run_maintenance
 from core.bindings.service import SessionBindingService
+from core.clock import Clock
 from core.config import Config
-from core.events import DomainEvents
+from core.events import DomainEvent, DomainEvents
 from core.handoffs.activate import finish_accepted
 from core.handoffs.brief import Briefs
 from core.handoffs.service import HandoffService
 from core.inbound import InboundRouter
-from core.inbox import Inbox
+from core.inbox import Inbox, InboxChannel
 from core.leases import Leases
 from core.logging import get_logger
 from core.mcp import McpServers
@@ -41,12 +42,30 @@ from core.sharding import ShardSet
 from core.store import Database
 from core.store.changes import ChangeFeed
 from core.stream import EventStream
-from core.subagents import SinkRegistry, SubagentService
-from core.transcript import Transcript
+from core.subagents import CompletionSink, SinkRegistry, SubagentService
+from core.transcript import Transcript, TranscriptSink
 
-__all__ = ["Services"]
+__all__ = ["ChannelAccount", "Services"]
 
 _log = get_logger("core.services")
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelAccount:
+    """One chat account's side of the domain, plugged in once (:meth:`Services.plug`).
+
+    Each is the port of one service: the conversations it creates (``adapter``),
+    what its people say (``inbox``), where announcements go (``completions``), how an
+    owed message is finished (``transcript``), and what it does when the domain tells
+    it something (``on_event``: a thread's hello and goodbye; returned awaitables are
+    waited for by the service that published, see :mod:`core.stream`).
+    """
+
+    adapter: ChannelAdapter
+    inbox: InboxChannel
+    completions: CompletionSink
+    transcript: TranscriptSink
+    on_event: Callable[[DomainEvent], Awaitable[None] | None]
 
 
 @dataclass(slots=True)
@@ -244,6 +263,21 @@ class Services:
         unfinished = sum(1 for f in futures if not f.done())
         if unfinished:
             _log.warning("bot.drain_timed_out", unfinished=unfinished, seconds=seconds)
+
+    @property
+    def clock(self) -> Clock:
+        """The services' one clock (a fake one in tests)."""
+        return self.bindings.clock
+
+    def plug(self, account: ChannelAccount) -> None:
+        """Plug a chat account in: one place for every port it gives and the one event
+        subscription it needs. A reconnected client's account takes the place of the
+        one before it for the same (channel, account)."""
+        self.adapters.register(account.adapter, replace=True)
+        self.inbox.channels.register(account.inbox, replace=True)
+        self.sinks.register(account.completions, replace=True)
+        self.transcript.sinks.register(account.transcript, replace=True)
+        self.events.subscribe(account.on_event)
 
     @property
     def sinks(self) -> SinkRegistry:

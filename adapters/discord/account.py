@@ -34,7 +34,7 @@ from core.agent.agent import Agent
 from core.bindings.records import SessionBindingRecord
 from core.events import AgentStarted, BindingEnded, BindingStarted, BindingUpdated, DomainEvent
 from core.logging import get_logger
-from core.services import Services
+from core.services import ChannelAccount, Services
 
 __all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
 
@@ -55,9 +55,10 @@ class AccountRuntime:
     ) -> None:
         self.account_id = account_id
         self.services = services
+        self.settings = services.config.discord
+        """The ``[discord]`` table: what this account's Discord side is set to."""
         self.manager: ThreadBindingManager = managers.get_or_create(account_id, client)
-        services.adapters.register(self.manager, replace=True)
-        self.webhooks = WebhookPool(self.manager, clock=services.bindings.clock)
+        self.webhooks = WebhookPool(self.manager, clock=services.clock)
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self.approvals = ApprovalMessages(self.delivery)
         self.inbox = DiscordInbox(
@@ -65,17 +66,16 @@ class AccountRuntime:
             client,
             services.inbox,
             services.bindings,
-            allow_bots=services.config.discord.allow_bots,
+            allow_bots=self.settings.allow_bots,
             in_background=self.run_in_background,
         )
-        services.inbox.channels.register(self.inbox, replace=True)
         self.catch_up = CatchUp(
             account_id,
             client,
             services.inbox,
             services.bindings,
             self.delivery,
-            limit=services.config.discord.catch_up_max_messages,
+            limit=self.settings.catch_up_max_messages,
             is_person=self.inbox.is_person,
         )
         self._presenters: dict[str, tuple[Agent, Persona, ThreadPresenter]] = {}
@@ -83,14 +83,20 @@ class AccountRuntime:
         self.in_progress: set[tuple[str, ...]] = set()
         """Work on one binding that must not run twice at once (a double press, say)."""
         self._min_edit_interval = min_edit_interval
-        services.sinks.register(
-            DiscordCompletionSink(self.delivery, before_post=self._settle_presenter), replace=True
-        )
-        services.transcript.sinks.register(DiscordTranscriptSink(self.delivery), replace=True)
         # Who shows an agent in a thread is decided here alone: when an agent is built
         # (first use, a restart, after a crash or eviction) and when a thread is bound.
-        self.manager.archive_minutes = services.config.discord.thread_auto_archive_minutes
-        services.events.subscribe(self._tell_thread)  # its hello and goodbye, once
+        self.manager.archive_minutes = self.settings.thread_auto_archive_minutes
+        services.plug(
+            ChannelAccount(
+                adapter=self.manager,
+                inbox=self.inbox,
+                completions=DiscordCompletionSink(
+                    self.delivery, before_post=self._settle_presenter
+                ),
+                transcript=DiscordTranscriptSink(self.delivery),
+                on_event=self._tell_thread,  # its hello and goodbye, once
+            )
+        )
 
     def _tell_thread(self, event: DomainEvent) -> Awaitable[None] | None:
         """A thread of this account bound: its intro; let go: its farewell. Returned to
@@ -213,9 +219,9 @@ class AccountRuntime:
             self.delivery,
             record,
             persona,
-            clock=self.services.bindings.clock,
+            clock=self.services.clock,
             min_edit_interval=self._min_edit_interval,
-            show_tool_calls=self.services.config.discord.show_tool_calls == "compact",
+            show_tool_calls=self.settings.show_tool_calls == "compact",
             approvals=self.approvals,
             transcript=self.services.transcript,
         )
