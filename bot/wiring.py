@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -51,7 +52,7 @@ from core.sessions.log import SessionLog
 from core.sharding import ShardSet
 from core.store import Database, open_database
 from core.store.changes import ChangeFeed
-from core.store.liveness import liveness_for
+from core.store.liveness import Liveness, liveness_for
 from core.stream import EventStream
 from core.subagents import CompletionDelivery, SinkRegistry, SubagentService
 from core.subagents.tool import spawn_tool_handler
@@ -103,128 +104,171 @@ async def build_services(
     what that replacement can do where no table does (the demo model reads images,
     by naming them). ``single_process``
     (the bot's own start) refuses a SQLite file another bot process runs on.
+
+    In order: the tool servers the file names are checked (before anything needs
+    closing but them), the store opens, then :func:`_services` builds the domain
+    over it; whatever fails closes what was opened.
     """
     clock = clock or SystemClock()
     env = os.environ if env is None else env
     providers: dict[str, Provider] = {
         name: build_provider(cfg, env, name=name) for name, cfg in config.providers.items()
     }
-    default: Provider = next(iter(providers.values()), None) or NoProvider()
     mcp = McpServers(config.mcp_servers, env=env, clock=clock, cwd=config.base_dir)
-    attachments = AttachmentStore(config.attachments_path())
     try:
         # Tool names the file spells out must exist: one clear line now, not a
         # confused model later. A server that cannot start is only logged.
         source = str(config.config_path) if config.config_path else "<defaults>"
         await mcp.check(referenced_tools(_tool_lists(config), config.mcp_servers), source=source)
+        database = await open_database(
+            config.store_url(),
+            busy_timeout_ms=config.store.busy_timeout_ms,
+            pg_schema=config.store.schema_ or None,
+            single_process=single_process,
+        )
     except BaseException:
         await mcp.close()
         raise
-    shards = ShardSet.of(config.discord.shard_count, config.discord.shard_ids)
-    database = await open_database(
-        config.store_url(),
-        busy_timeout_ms=config.store.busy_timeout_ms,
-        pg_schema=config.store.schema_ or None,
-        single_process=single_process,
-    )
     liveness = liveness_for(database)
     try:
-        events: DomainEvents = EventStream()
-        leases = Leases(
-            database, ttl_seconds=config.store.lease_seconds, clock=clock, liveness=liveness
-        )
-        await leases.start()
-        adapters = AdapterRegistry()
-        overrides = RuntimeOverrides(database, config, clock=clock)
-        await overrides.start()
-        bindings = SessionBindingService(
-            database,
-            adapters=adapters,
-            clock=clock,
-            windows=overrides,
-            shards=shards,
-            publish=events.publish,
-        )
-        await bindings.start()
-        sessions = SessionLog(database, clock=clock)
-        groups = AgentGroups(database, owner=leases.owner, liveness=liveness, clock=clock)
-        acp = AcpConnections(
-            config, env=env, clock=clock, load_image=attachments.load, groups=groups
-        )
-        events.subscribe(acp.on_event)  # an unbound thread's agent process stops
-
-        # The bot-acting tools' ports: the services they reach are built below, and
-        # found when a tool runs (always after this function has returned).
-        async def spawn(args: SpawnSubagentArgs, context: ToolContext) -> str:
-            return await spawn_tool_handler(subagents)(args, context)
-
-        def artifacts_for(profile: AgentProfile) -> ArtifactHandler:
-            return _artifact_handler(artifacts, runtime)(profile)
-
-        factory = ProfileAgentFactory(
+        return await _services(
             config,
-            providers,
-            default,
-            default_tools(config, clock),
-            provider_override=provider,
-            override_info=provider_info,
-            mcp=mcp,
-            clock=clock,
-            load_image=attachments.load,
-            external=acp,
-            spawn=spawn,
-            artifacts=artifacts_for,
+            _Opened(database, liveness, mcp, providers, clock, env),
+            provider=provider,
+            provider_info=provider_info,
         )
-        runtime = SessionRuntime(
-            sessions,
-            factory,
-            clock=clock,
-            idle_evict_seconds=config.agent.idle_evict_seconds,
-            leases=leases,
-            publish=events.publish,
-        )
-        router = BoundDeliveryRouter(bindings, clock=clock)
-        inbound = InboundRouter(bindings, runtime)
-        inbox = Inbox(
-            database,
-            inbound,
-            bindings,
-            attachments=attachments,
-            text_max_bytes=config.agent.attachment_text_max_bytes,
-            clock=clock,
-            fetch_timeout_seconds=config.agent.attachment_fetch_timeout_seconds,
-            resident=lambda key: runtime.peek(key) is not None,
-        )
-        subagents = SubagentService(
-            database,
-            sessions,
-            runtime,
-            bindings,
-            CompletionDelivery(
-                database,
-                router,
-                SinkRegistry(),
-                name_of=lambda r: config.display_name(r.agent),
-                clock=clock,
-                leases=leases,
-            ),
-            profiles=config.agents,
-            policy=overrides,
-            clock=clock,
-            timeout_seconds=config.agent.subagent_timeout_seconds or None,
-            shards=shards,
-            publish=events.publish,
-            cannot_start=partial(_cannot_start, config),
-        )
-        artifacts = ArtifactService(sessions)
-        handoffs = HandoffService(database, sessions, clock=clock)
-        transcript = Transcript(database, bindings)
-        events.subscribe(transcript.on_event)
     except BaseException:
         await liveness.close()
         await database.close()
         await mcp.close()
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """What :func:`build_services` opened before the domain is built over it."""
+
+    database: Database
+    liveness: Liveness
+    mcp: McpServers
+    providers: dict[str, Provider]
+    clock: Clock
+    env: Mapping[str, str]
+
+
+async def _services(
+    config: Config,
+    opened: _Opened,
+    *,
+    provider: Provider | None,
+    provider_info: ModelInfo | None,
+) -> Services:
+    """The domain over an open store, each service after those it needs: who may act
+    and where (leases, flags, bindings), the agents (sessions, external agents, the
+    factory, the runtime), what people say (the router, the inbox), and the work
+    seen through (subagents, artifacts, handoffs, what threads are owed)."""
+    database, clock, env, mcp = opened.database, opened.clock, opened.env, opened.mcp
+    providers = opened.providers
+    default: Provider = next(iter(providers.values()), None) or NoProvider()
+    attachments = AttachmentStore(config.attachments_path())
+    shards = ShardSet.of(config.discord.shard_count, config.discord.shard_ids)
+    events: DomainEvents = EventStream()
+
+    # -- who may act, and where
+    leases = Leases(
+        database, ttl_seconds=config.store.lease_seconds, clock=clock, liveness=opened.liveness
+    )
+    await leases.start()
+    adapters = AdapterRegistry()
+    overrides = RuntimeOverrides(database, config, clock=clock)
+    await overrides.start()
+    bindings = SessionBindingService(
+        database,
+        adapters=adapters,
+        clock=clock,
+        windows=overrides,
+        shards=shards,
+        publish=events.publish,
+    )
+    await bindings.start()
+
+    # -- the agents
+    sessions = SessionLog(database, clock=clock)
+    groups = AgentGroups(database, owner=leases.owner, liveness=opened.liveness, clock=clock)
+    acp = AcpConnections(config, env=env, clock=clock, load_image=attachments.load, groups=groups)
+    events.subscribe(acp.on_event)  # an unbound thread's agent process stops
+
+    # The bot-acting tools' ports: the services they reach are built below, and
+    # found when a tool runs (always after this function has returned).
+    async def spawn(args: SpawnSubagentArgs, context: ToolContext) -> str:
+        return await spawn_tool_handler(subagents)(args, context)
+
+    def artifacts_for(profile: AgentProfile) -> ArtifactHandler:
+        return _artifact_handler(artifacts, runtime)(profile)
+
+    factory = ProfileAgentFactory(
+        config,
+        providers,
+        default,
+        default_tools(config, clock),
+        provider_override=provider,
+        override_info=provider_info,
+        mcp=mcp,
+        clock=clock,
+        load_image=attachments.load,
+        external=acp,
+        spawn=spawn,
+        artifacts=artifacts_for,
+    )
+    runtime = SessionRuntime(
+        sessions,
+        factory,
+        clock=clock,
+        idle_evict_seconds=config.agent.idle_evict_seconds,
+        leases=leases,
+        publish=events.publish,
+    )
+
+    # -- what people say, and where completions go
+    router = BoundDeliveryRouter(bindings, clock=clock)
+    inbound = InboundRouter(bindings, runtime)
+    inbox = Inbox(
+        database,
+        inbound,
+        bindings,
+        attachments=attachments,
+        text_max_bytes=config.agent.attachment_text_max_bytes,
+        clock=clock,
+        fetch_timeout_seconds=config.agent.attachment_fetch_timeout_seconds,
+        resident=lambda key: runtime.peek(key) is not None,
+    )
+
+    # -- the work seen through
+    subagents = SubagentService(
+        database,
+        sessions,
+        runtime,
+        bindings,
+        CompletionDelivery(
+            database,
+            router,
+            SinkRegistry(),
+            name_of=lambda r: config.display_name(r.agent),
+            clock=clock,
+            leases=leases,
+        ),
+        profiles=config.agents,
+        policy=overrides,
+        clock=clock,
+        timeout_seconds=config.agent.subagent_timeout_seconds or None,
+        shards=shards,
+        publish=events.publish,
+        cannot_start=partial(_cannot_start, config),
+    )
+    artifacts = ArtifactService(sessions)
+    handoffs = HandoffService(database, sessions, clock=clock)
+    transcript = Transcript(database, bindings)
+    events.subscribe(transcript.on_event)
     return Services(
         config=config,
         database=database,

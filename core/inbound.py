@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from core.agent.agent import Agent, Submission
 from core.attachments import AttachmentRecord
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.bindings.service import SessionBindingService
+from core.sessions.payloads import SteerOrFollowUp as Mode
 
 __all__ = ["FOLLOW_UP_PREFIX", "InboundResult", "InboundRouter", "Route", "parse_mode"]
 
 FOLLOW_UP_PREFIX = ">>"
-Mode = Literal["steer", "follow_up"]
 
 
 class AgentSource(Protocol):

@@ -31,6 +31,7 @@ from typing import Literal, NamedTuple, Protocol
 from core import log_events
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.clock import Clock, SystemClock
+from core.log_events import RouteMode
 from core.logging import get_logger, is_enabled
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "RouteMode",
 ]
 
-RouteMode = Literal["bound", "fallback"]
 ResolutionReason = Literal[
     "missing-target-session",
     "no-active-binding",

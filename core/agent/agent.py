@@ -56,6 +56,7 @@ from core.sessions.payloads import (
     MessageQueuedPayload,
     ModelChangedPayload,
     QueueClearedPayload,
+    SteerOrFollowUp,
     TurnCancelledPayload,
 )
 from core.sessions.tree import (
@@ -314,7 +315,7 @@ class Agent:
 
     async def _submit(
         self,
-        mode: Literal["steer", "follow_up"],
+        mode: SteerOrFollowUp,
         content: str,
         author_id: str | None,
         author_name: str | None = None,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from core.config.tables import AgentProfile, agent_display_name
+from core.sessions.payloads import SteerOrFollowUp
 
 __all__ = [
     "BindingEnded",
@@ -136,7 +137,7 @@ class BindingMetadata(BaseModel):
     """Where the spawn that made the binding was asked from."""
     thread_name: str | None = None
     """The name of the thread to open, for a binding that opens one."""
-    default_mode: Literal["steer", "follow_up"] | None = None
+    default_mode: SteerOrFollowUp | None = None
     """How a plain message reaches a running agent (``/session mode``); None: steer."""
     status_message_id: str | None = None
     """The message that is the conversation's status line."""

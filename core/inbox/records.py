@@ -14,6 +14,7 @@ from typing import Literal
 
 from core.attachments import Refused
 from core.bindings.records import ConversationRef
+from core.sessions.payloads import SteerOrFollowUp as Mode
 
 __all__ = [
     "FileRef",
@@ -25,7 +26,6 @@ __all__ = [
     "Source",
 ]
 
-Mode = Literal["steer", "follow_up"]
 Source = Literal["live", "catch_up", "command"]
 """How a message reached the bot: as it was written, read back after a downtime,
 or typed as a command (``/steer``)."""

@@ -47,6 +47,7 @@ __all__ = [
     "QueueClearedPayload",
     "QueueMovedPayload",
     "SteerInterruptionPayload",
+    "SteerOrFollowUp",
     "ToolCallRecord",
     "ToolResultPayload",
     "TurnCancelledPayload",
@@ -72,6 +73,9 @@ EventKind = Literal["user", "assistant", "system", "tool_boundary"]
 
 DeliveryMode = Literal["normal", "steer", "follow_up"]
 """How a user message reached the model: at once, into a running turn, or after it."""
+SteerOrFollowUp = Literal["steer", "follow_up"]
+"""How a person's message for a running agent is taken: into the turn, or after it (the
+modes a person, a command or a thread's default chooses between)."""
 
 _TYPE_NAME = re.compile(r"[a-z][a-z0-9_]*(?:[.-][a-z0-9_]+)*")
 _MAX_TYPE_LENGTH = 100  # the width of session_events.type
@@ -174,7 +178,7 @@ class SteerInterruptionPayload(_Payload):
 
 class MessageQueuedPayload(_Payload):
     item_id: str
-    mode: Literal["steer", "follow_up"]
+    mode: SteerOrFollowUp
     text: str
     author_id: str | None = None
     author_name: str | None = None

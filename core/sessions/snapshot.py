@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.attachments import AttachmentRecord
 from core.sessions.events import SessionEvent
-from core.sessions.payloads import ApprovalOption
+from core.sessions.payloads import ApprovalOption, SteerOrFollowUp
 
 __all__ = [
     "ApprovalRecord",
@@ -34,7 +34,7 @@ class QueuedMessage(BaseModel):
     model_config = _FROZEN
 
     item_id: str
-    mode: Literal["steer", "follow_up"]
+    mode: SteerOrFollowUp
     text: str
     author_id: str | None
     queued_at: datetime
