@@ -42,6 +42,8 @@ class DiscordCompletionSink:
     def __init__(self, delivery: ThreadDelivery, *, before_post: BeforePost | None = None) -> None:
         self._delivery = delivery
         self._before_post = before_post
+        self._partial: dict[tuple[str, str], list[str]] = {}
+        """Posts cut short, by (channel, content): the ids of the parts already there."""
 
     @property
     def account_id(self) -> str:
@@ -55,43 +57,54 @@ class DiscordCompletionSink:
 
     async def post_to(self, conversation: ConversationRef, content: str) -> Posted:
         """Post as the bot, split into messages of Discord's size; the first one is the
-        post's id (and what :meth:`find_posted` looks for)."""
+        post's id. A post cut short (a part refused, or a process gone between parts)
+        goes on after the parts already in the channel, never posting one twice: those
+        this process posted are remembered, those a dead one posted are found by
+        :meth:`find_posted`."""
         channel_id = snowflake(conversation.conversation_id)
-        first: discord.Message | None = None
+        key = (conversation.conversation_id, content)
+        done = self._partial.setdefault(key, [])
         try:
             channel = await self._delivery.manager.fetch_channel(channel_id)
-            for part in split_message(content):
+            for part in split_message(content)[len(done) :]:
                 message = await channel.send(part, allowed_mentions=_NO_MENTIONS)
-                first = first or message
+                done.append(str(message.id))
         except discord.HTTPException as exc:
             raise DeliveryError(
                 f"could not post in channel {channel_id}: {discord_said(exc)}",
                 path="bot",
                 code=code_of(exc),
             ) from exc
-        assert first is not None  # split_message gives one part at least
-        return Posted(str(first.id), "bot")
+        del self._partial[key]
+        return Posted(done[0], "bot")
 
     async def find_posted(
         self, conversation: ConversationRef, content: str, since: datetime
     ) -> Posted | None:
-        """Look through what was posted there since ``since`` for this exact announcement
-        (its first message, for one posted in several)."""
+        """Look through what was posted there since ``since`` for this exact announcement.
+
+        Posted in several messages, it counts as posted once its last part is there;
+        the parts found before a missing one are kept for :meth:`post_to` to go on from.
+        """
         manager = self._delivery.manager
         me = manager.client.user
-        content = split_message(content)[0]
+        parts = split_message(content)
+        found: list[discord.Message] = []
         try:
             channel = await manager.fetch_channel(snowflake(conversation.conversation_id))
             async for message in channel.history(limit=HISTORY_LIMIT, after=since):
                 ours = message.webhook_id is not None or (me is not None and message.author == me)
-                if ours and message.content == content:
-                    path: Literal["webhook", "bot"] = (
-                        "webhook" if message.webhook_id is not None else "bot"
-                    )
-                    return Posted(str(message.id), path)
+                if ours and len(found) < len(parts) and message.content == parts[len(found)]:
+                    found.append(message)
         except discord.HTTPException as exc:
             raise DeliveryError(
                 f"could not read channel {conversation.conversation_id} to check for an "
                 f"earlier post: {discord_said(exc)}"
             ) from exc
+        if len(found) == len(parts):
+            first = found[0]
+            path: Literal["webhook", "bot"] = "webhook" if first.webhook_id is not None else "bot"
+            return Posted(str(first.id), path)
+        if found:
+            self._partial[(conversation.conversation_id, content)] = [str(m.id) for m in found]
         return None

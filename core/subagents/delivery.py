@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from sqlalchemy import Connection
 
@@ -52,6 +52,9 @@ from core.subagents.repository import PendingCompletion
 __all__ = ["CompletionDelivery", "CompletionSink", "Posted", "SinkRegistry"]
 
 _log = get_logger("core.subagents")
+
+_REPLY: Final = DeliveryResolution(None, "fallback", "no-active-binding")
+"""Where a reply goes, as the outbox records it: to the requester, never to a thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +198,6 @@ class CompletionDelivery:
         commit where there were two; posted, the mark lands even if ``tx`` does not
         commit (then on its own). Without ``tx`` the mark is committed before this
         returns. Returns True when this call posted it.
-
-        A reply (:attr:`SubagentRecord.reply`) is tried once: its post is the
-        answer itself, and a refused one is given up, as that path always did.
         """
         row = claimed
         while True:
@@ -210,8 +210,11 @@ class CompletionDelivery:
             except DeliveryError as exc:
                 give_up = (
                     isinstance(exc, Undeliverable)
-                    or subagent.reply
                     or row.attempts >= self._max_attempts
+                    # a reply's one channel refused it by name (no permission, no such
+                    # channel): waiting changes nothing; a rate limit or an outage
+                    # (no code) is retried like any completion's
+                    or (subagent.reply and exc.code is not None)
                 )
                 requester = subagent.requester
                 log_events.emit(
@@ -248,6 +251,9 @@ class CompletionDelivery:
     async def _post(
         self, row: PendingCompletion, subagent: SubagentRecord, tx: Transaction | None
     ) -> None:
+        if subagent.reply:
+            await self._post_reply(row, subagent, tx)
+            return
         resolution = self._router.resolve_destination(
             target_session_key=subagent.session_key,
             requester=subagent.requester,
@@ -324,6 +330,26 @@ class CompletionDelivery:
             tx,
         )
 
+    async def _post_reply(
+        self, row: PendingCompletion, subagent: SubagentRecord, tx: Transaction | None
+    ) -> None:
+        """A reply goes where it was asked, by design: there is no thread to route to,
+        so nothing is resolved and nothing falls back (an operator's fallback counts
+        stay about threads)."""
+        requester = subagent.requester
+        if requester is None or not requester.conversation_id:
+            raise Undeliverable(f"reply {row.completion_id} has no channel to answer in")
+        content = self._render(row, subagent, _REPLY)
+        await self._send(
+            row,
+            subagent,
+            _REPLY,
+            requester,
+            content,
+            lambda sink: sink.post_to(requester, content),
+            tx,
+        )
+
     async def _send(
         self,
         row: PendingCompletion,
@@ -386,8 +412,8 @@ class CompletionDelivery:
         self, row: PendingCompletion, subagent: SubagentRecord, resolution: DeliveryResolution
     ) -> str:
         """The text for where the router sent it, and what it says of the session's binding;
-        a reply's is the answer alone."""
-        if subagent.reply:
+        a reply's is the answer alone, when there is one (any other ending is named)."""
+        if subagent.reply and row.outcome == "completed":
             return render_reply(row.result)
         return render_completion(
             name=self._name_of(subagent),

@@ -157,6 +157,32 @@ async def test_a_long_legacy_answer_is_posted_in_as_many_messages_as_it_needs(
     assert "\n".join(parts) == long
 
 
+async def test_a_long_answer_cut_short_by_a_refusal_goes_on_where_it_stopped(
+    start_bot: StartBot,
+) -> None:
+    """Discord refuses the second part once (a rate limit): the retry posts the second and
+    third parts, never the first again."""
+    long = "\n".join(f"line {i} " + "x" * 60 for i in range(60))
+    bot = await start_bot([Step(text=long)], spawn_threads=False)
+    channel = bot.world.channel.id
+    held = bot.fake.hold("POST", f"/channels/{channel}/messages")
+    await spawn(bot, "answer at length")
+    async with asyncio.timeout(TIMEOUT):
+        await held.wait_entered(1)
+    held.release(1)  # part 1 lands...
+    async with asyncio.timeout(TIMEOUT):
+        await held.wait_entered(2)
+    bot.fake.fail_next("POST", f"/channels/{channel}/messages", 429, via_header=False)
+    held.release()  # ...part 2 is refused once
+    async with asyncio.timeout(TIMEOUT):
+        await bot.clock.wait_for_sleepers()
+    await bot.clock.advance(60)
+    await done(bot)
+    parts = [c for c in contents(bot, channel) if c.startswith("line ")]
+    assert len(parts) == 3
+    assert "\n".join(parts) == long
+
+
 async def test_legacy_path_runs_the_named_agent(start_bot: StartBot) -> None:
     """Flag off, agent:<id> still runs that profile: its prompt, and agent.activated logged."""
     agents = {

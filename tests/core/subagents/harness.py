@@ -41,6 +41,8 @@ class RecordingSink:
     bound: list[tuple[str, str]] = field(default_factory=list)
     fallback: list[tuple[str, str]] = field(default_factory=list)
     fail: int = 0
+    fail_code: int | None = None
+    """The channel's own error code for those failures (None: an outage, a rate limit)."""
     gate: asyncio.Event | None = None
     entered: asyncio.Event = field(default_factory=asyncio.Event)
     lookups: int = 0
@@ -57,7 +59,7 @@ class RecordingSink:
             await self.gate.wait()
         if self.fail:
             self.fail -= 1
-            raise DeliveryError("the channel answered 503")
+            raise DeliveryError("the channel answered 503", code=self.fail_code)
         into.append((where, content))
         return Posted(str(len(self.bound) + len(self.fallback)), "webhook")
 

@@ -42,10 +42,10 @@ class TestReply:
         finally:
             await h.close()
 
-    async def test_a_refused_post_is_given_up_at_once(self, h: Harness) -> None:
-        """As that path always did: one delivery.failed, not retryable, and no retry
-        waiting on the clock."""
-        h.sink.fail = 1
+    async def test_a_post_refused_by_name_is_given_up_at_once(self, h: Harness) -> None:
+        """The channel refused it with its own code (no permission): one delivery.failed,
+        not retryable, and no retry waiting on the clock."""
+        h.sink.fail, h.sink.fail_code = 1, 50013
         with capture_logs() as logs:
             await h.service.spawn(h.request(reply=True))
             await h.settle()
@@ -54,6 +54,22 @@ class TestReply:
         assert h.sink.posts == []
         statuses = await h.database.run(repository.delivery_statuses)
         assert list(statuses.values()) == ["failed"]
+
+    async def test_an_outage_is_retried_and_the_answer_still_posted(
+        self, h: Harness, clock: FakeClock
+    ) -> None:
+        """A 503 or a rate limit passes: the reply is tried again, as every completion is,
+        and posted once, without a fallback line in the log (a reply is not one)."""
+        h.sink.fail = 1
+        with capture_logs() as logs:
+            await h.service.spawn(h.request(task="answer here", reply=True))
+            await clock.wait_for_sleepers()
+            await clock.advance(1)  # the harness retries after 1 s
+            await h.settle()
+        failed = [e for e in logs if e["event"] == "delivery.failed"]
+        assert [e["retryable"] for e in failed] == [True]
+        assert len(h.sink.fallback) == 1
+        assert [e for e in logs if e["event"] == "delivery.fallback"] == []
 
     async def test_a_reply_has_no_thread(self, h: Harness) -> None:
         with pytest.raises(SpawnRefused, match="no thread"):
@@ -134,8 +150,8 @@ class TestCrashBeforeTheAnswer:
     async def test_killed_while_it_ran_the_restart_answers_without_running_it_again(
         self, open_store: StoreFactory, clock: FakeClock
     ) -> None:
-        """Cut off mid-task: the restart finishes the reply (what the task had said, or
-        that it had nothing) instead of leaving the person who asked waiting forever."""
+        """Cut off mid-task: the restart answers that the task failed, and why, instead of
+        leaving the person who asked waiting forever (or posting half an answer as whole)."""
         long_sleep = ToolCall(id="s3", name="sleep", arguments='{"seconds": 100}')
         first = await harness(await open_store(), clock, [Step(tool_calls=(long_sleep,))])
         await first.service.spawn(first.request(task="answer here", reply=True))
@@ -148,7 +164,9 @@ class TestCrashBeforeTheAnswer:
         try:
             await second.service.start()
             await second.settle()
-            assert first.sink.fallback == [(CHANNEL.conversation_id, NO_ANSWER)]
+            ((where, said),) = first.sink.fallback
+            assert where == CHANNEL.conversation_id
+            assert said.startswith("❌ **Subagent** failed. Reason: the bot stopped")
             assert second.provider.calls == []
         finally:
             await second.close()
