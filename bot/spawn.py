@@ -51,11 +51,8 @@ class SpawnPlan:
     """A request that passed every check needing no I/O; :meth:`run` does the I/O."""
 
     account: AccountRuntime
-    request: SpawnCommand
     core: core_spawn.SpawnRequest
     """What the spawn use case gets: with a thread, or a reply (threads off here)."""
-    agent_id: str | None = None
-    """The profile the checks chose (None: the default agent)."""
 
     async def run(self) -> SpawnResult:
         """Start the subagent; raises ThreadboundError when Discord or the store refuse."""
@@ -89,7 +86,8 @@ def plan(account: AccountRuntime, request: SpawnCommand) -> SpawnPlan:
         requested_by_name=request.user_name,
         scope=str(request.guild_id),
     )
-    return SpawnPlan(account, request, core, subagents.check(core))
+    subagents.check(core)  # refused now, before Discord is asked for anything
+    return SpawnPlan(account, core)
 
 
 async def spawn(account: AccountRuntime, request: SpawnCommand) -> SpawnResult:

@@ -105,7 +105,7 @@ def take(
     return str(holder) if holder is not None else "another process"
 
 
-def release(conn: Connection, kind: LeaseKind, key: str, *, owner: str) -> None:
+def release(conn: Connection, kind: LeaseKind, key: str, owner: str) -> None:
     """Give the lease up (only our own: a lease taken over by another stays theirs)."""
     conn.execute(_RELEASE, {"kind": kind, "key": key, "owner": owner})
 
@@ -153,10 +153,6 @@ def _take_or_refuse(
     holder = take(conn, kind, key, owner=owner, now=now, until=until)
     if holder is not None:
         raise LeaseHeld(kind, key, holder)
-
-
-def _release_ours(conn: Connection, kind: LeaseKind, key: str, owner: str) -> None:
-    release(conn, kind, key, owner=owner)
 
 
 def _renew(conn: Connection, owner: str, until: datetime) -> int:
@@ -277,7 +273,7 @@ class Leases:
 
     def release_in(self, tx: Transaction, kind: LeaseKind, key: str) -> None:
         """:meth:`release` as one of ``tx``'s writes."""
-        tx.add(_release_ours, kind, key, self.owner)
+        tx.add(release, kind, key, self.owner)
 
     async def take_over_dead(self) -> list[tuple[LeaseKind, str]]:
         """Expire every lease of the other owners that are provably dead, and return
@@ -305,7 +301,7 @@ class Leases:
         _log.info("leases.taken_over_dead", owner=self.owner, owners=owners, count=count)
 
     async def release(self, kind: LeaseKind, key: str) -> None:
-        await self._db.run(_release_ours, kind, key, self.owner)
+        await self._db.run(release, kind, key, self.owner)
 
     async def holders(self, kind: LeaseKind) -> dict[str, str]:
         """Keys of ``kind`` under a live lease, and whose (ours included)."""

@@ -106,6 +106,8 @@ class Services:
     stopping: bool = False
     """A clean stop has begun (work that a stop cuts off says so, instead of failing)."""
     _picked_up: asyncio.Future[None] | None = None
+    _plugged: dict[tuple[str, str], Callable[[], None]] = field(default_factory=dict)
+    """Each plugged account's event subscription, by (channel, account): to undo."""
     _closed: bool = False
 
     async def pick_up(self) -> None:
@@ -277,7 +279,11 @@ class Services:
         self.inbox.channels.register(account.inbox, replace=True)
         self.sinks.register(account.completions, replace=True)
         self.transcript.sinks.register(account.transcript, replace=True)
-        self.events.subscribe(account.on_event)
+        key = (account.adapter.channel.lower(), account.adapter.account_id)
+        earlier = self._plugged.pop(key, None)
+        if earlier is not None:
+            earlier()  # the account it replaces hears nothing more
+        self._plugged[key] = self.events.subscribe(account.on_event)
 
     @property
     def sinks(self) -> SinkRegistry:

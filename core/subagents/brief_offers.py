@@ -121,6 +121,7 @@ class BriefOffers:
     async def missed(self, *, channel: str, account_id: str) -> list[str]:
         """The bindings on ``channel``'s ``account_id`` whose button a previous process may
         have owed: this process's, of an agent that hands off, not a task still at work."""
+        at_work = {r.session_key for r in await self._subagents.list(*_UNFINISHED_TASK)}
         owed = []
         for record in self._bindings.live():
             conversation = record.conversation
@@ -130,8 +131,7 @@ class BriefOffers:
                 continue  # another process's guild: that process offers it
             if not self._hands_off(record.meta.agent):
                 continue
-            subagent = await self._subagents.get(record.target_session_key)
-            if subagent is not None and subagent.state in _UNFINISHED_TASK:
+            if record.target_session_key in at_work:
                 continue  # still at work: the announcement will bring the button
             owed.append(record.binding_id)
         return owed

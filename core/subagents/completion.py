@@ -264,7 +264,7 @@ class TaskCompletion:
         binding = self._bindings.get(record.binding_id) if record.binding_id else None
         if binding is None:
             return None
-        thread = binding.metadata.get("thread_name")
+        thread = binding.meta.thread_name
         where = f" (its thread: “{thread}”)" if thread else " (in its own thread)"
         return f"📨 **{self._name_of(record)}** finished: {outcome.replace('_', ' ')}{where}"
 

@@ -444,35 +444,13 @@ class CompletionDelivery:
             self.leases.owner,
         )
         if tx is None:
-            await self._db.run(_mark_delivered, *args)
+            await self._db.run(repository.mark_delivered, *args)
             return
-        tx.add(_mark_delivered, *args)
+        tx.add(repository.mark_delivered, *args)
 
         async def alone() -> None:
             # Posted, so the mark must land even when what came with it does not
             # (marking twice changes nothing); the caller hears of its own failure.
-            await self._db.run(_mark_delivered, *args)
+            await self._db.run(repository.mark_delivered, *args)
 
         tx.after_rollback(alone)
-
-
-def _mark_delivered(
-    conn: Connection,
-    completion_id: str,
-    mode: str,
-    reason: str,
-    destination: str,
-    message_id: str | None,
-    at: datetime,
-    owner: str,
-) -> None:
-    repository.mark_delivered(
-        conn,
-        completion_id,
-        mode=mode,
-        reason=reason,
-        destination=destination,
-        message_id=message_id,
-        at=at,
-        owner=owner,
-    )

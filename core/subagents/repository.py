@@ -252,7 +252,6 @@ def claim(
 def mark_delivered(
     conn: Connection,
     completion_id: str,
-    *,
     mode: str,
     reason: str,
     destination: str,

@@ -173,19 +173,11 @@ class TestCrashBeforeTheAnswer:
 
 
 async def test_a_replys_life_is_three_transactions_beside_the_session_log(
-    database: Database, clock: FakeClock
+    database: Database, clock: FakeClock, store_units: list[str]
 ) -> None:
     """Its row, already running, with its session's lease; at the end the row, the
     completion recorded and claimed; the delivered mark. No thread, so nothing between."""
-    units: list[str] = []
-    run = database.run
-
-    async def counting(fn: Any, /, *args: Any) -> Any:
-        if not fn.__module__.startswith("core.sessions"):
-            units.append(fn.__qualname__)
-        return await run(fn, *args)
-
-    database.run = counting  # type: ignore[method-assign]
+    units = store_units
     h = await harness(
         database, clock, lambda _m: Step(text="done"), leases=Leases(database, clock=clock)
     )
@@ -197,4 +189,3 @@ async def test_a_replys_life_is_three_transactions_beside_the_session_log(
         assert len(units) == 3, units
     finally:
         await h.close()
-        database.run = run  # type: ignore[method-assign]

@@ -416,20 +416,12 @@ class TestStoreWork:
     """What one subagent's life asks of the store, beside its session log."""
 
     async def test_a_life_is_four_transactions_beside_the_session_log(
-        self, database: Database, clock: FakeClock
+        self, database: Database, clock: FakeClock, store_units: list[str]
     ) -> None:
         """The row with the session's lease; the binding with the row running; at the end
         the row, the completion recorded and claimed; the delivered mark with the run-mode
         thread's end. Not a load of the new session, not a transaction per write."""
-        units: list[str] = []
-        run = database.run
-
-        async def counting(fn: Any, /, *args: Any) -> Any:
-            if not fn.__module__.startswith("core.sessions"):
-                units.append(fn.__qualname__)
-            return await run(fn, *args)
-
-        database.run = counting  # type: ignore[method-assign]
+        units = store_units
         h = await harness(
             database, clock, lambda _m: Step(text="done"), leases=Leases(database, clock=clock)
         )
@@ -441,7 +433,6 @@ class TestStoreWork:
             assert len(units) == 4, units
         finally:
             await h.close()
-            database.run = run  # type: ignore[method-assign]
 
     async def test_a_spawn_under_way_is_not_taken_by_another_processs_recovery(
         self, database: Database, clock: FakeClock
