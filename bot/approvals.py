@@ -20,12 +20,11 @@ from typing import Any, Final
 import discord
 
 from adapters.discord.account import AccountRuntime
-from adapters.discord.approvals import APPROVAL_TEMPLATE
+from adapters.discord.approvals import APPROVAL_TEMPLATE, withdrawn_words
 from bot.commands.bound import uses_of
 from bot.commands.permissions import NOT_OWNER, may_change
 from bot.handoffs.ui import say
 from bot.presses import PressButton
-from core.agent.endings import TIMED_OUT, cancelled_by
 from core.approvals import AlreadyDecided, Decided, NoSuchChoice
 from core.inbox import InboxPress
 from core.sessions.snapshot import ApprovalRecord
@@ -38,7 +37,6 @@ _DECIDED: Final = {
     "allow_session": "allowed by {who} for the rest of the session",
     "deny": "denied by {who}",
     "timeout": "denied: nobody answered in time",
-    "withdrawn": "withdrawn: the turn moved on",
 }
 
 
@@ -89,10 +87,10 @@ async def approval_pressed(
 
 
 def _decided(record: ApprovalRecord) -> str:
-    """How the request was decided, for a press that came too late; a ``/cancel`` that
-    ended it names who cancelled."""
-    if record.decision == "withdrawn" and record.reason in ("cancel", TIMED_OUT):
-        return cancelled_by(record.by_name, record.reason)
+    """How the request was decided, for a press that came too late, in the words its
+    message says it (a ``/cancel`` names who cancelled)."""
+    if record.decision == "withdrawn":
+        return withdrawn_words(record.reason, record.by_name)
     return _DECIDED.get(record.decision, record.decision).format(who=record.by_name or "someone")
 
 

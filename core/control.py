@@ -240,9 +240,12 @@ class SessionControl:
         self, session_key: str, /, *, by_user_id: str, by_name: str | None
     ) -> Cancelled | NothingRunning:
         """Stop the running turn and drop both queues, in ``by``'s name. A session whose
-        agent is not in memory runs nothing: none is started to be cancelled."""
+        agent is not in memory runs nothing: none is started to be cancelled; one idle
+        with nothing queued has nothing to cancel either (and is not said to be)."""
         agent = self._runtime.peek(session_key)
-        if agent is None:
+        if agent is None or not (
+            agent.running or agent.tree.steering_queue or agent.tree.follow_up_queue
+        ):
             return NothingRunning()
         dropped = await agent.cancel(by_user_id=by_user_id, by_name=by_name)
         _log.info("turn.cancelled", session_key=session_key, user=by_user_id, dropped=len(dropped))

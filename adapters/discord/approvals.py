@@ -25,7 +25,7 @@ import discord
 
 from adapters.discord.delivery import ThreadDelivery
 from adapters.discord.tool_lines import short_arguments
-from core.agent.endings import BOT_CANCEL_REASONS, STOPPING, TIMED_OUT, cancelled_by
+from core.agent.endings import BOT_CANCEL_REASONS, STOPPING, cancelled_by, is_cancel
 from core.agent.events import ApprovalRequested, ApprovalResolved
 from core.bindings.records import SessionBindingRecord
 from core.logging import get_logger
@@ -139,15 +139,22 @@ def resolved_text(
 
 
 def withdrawn_text(reason: str | None, by_name: str | None) -> str:
+    """Why a request ended unanswered, as its message says it: :func:`withdrawn_words`
+    after its mark."""
+    words = withdrawn_words(reason, by_name)
+    return ("⏹️ " if is_cancel(reason) else "↩️ ") + discord.utils.escape_markdown(words)
+
+
+def withdrawn_words(reason: str | None, by_name: str | None) -> str:
     """Why a request ended unanswered: a person's ``/cancel`` names them (an external
     agent is answered ``cancelled``), as a cancel of the bot's own says why."""
     if reason == "restart":
-        return "↩️ withdrawn: a bot restart ended the agent's turn"
+        return "withdrawn: a bot restart ended the agent's turn"
     if reason == STOPPING:
-        return f"↩️ withdrawn: {BOT_CANCEL_REASONS[STOPPING]}"
-    if reason in ("cancel", TIMED_OUT):
-        return "⏹️ " + discord.utils.escape_markdown(cancelled_by(by_name, reason))
-    return "↩️ withdrawn: the turn moved on"
+        return f"withdrawn: {BOT_CANCEL_REASONS[STOPPING]}"
+    if is_cancel(reason):
+        return cancelled_by(by_name, reason)
+    return "withdrawn: the turn moved on"
 
 
 @dataclass(slots=True)

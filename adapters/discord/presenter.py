@@ -35,7 +35,7 @@ from adapters.discord.sinks import BotSink, StatusSink, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
 from core.agent.agent import Agent
-from core.agent.endings import TIMED_OUT, cancelled_by, capitalised, rejected_by
+from core.agent.endings import cancelled_by, capitalised, is_cancel, rejected_by
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
@@ -467,7 +467,7 @@ class ThreadPresenter:
             self._set_line(call_id, "running")  # it runs now
         elif event.decision == "deny" and event.option is not None:  # an agent's reject
             self._end_line(call_id, "rejected", rejected_by(event.by_name, event.option))
-        elif event.decision == "withdrawn" and event.reason in ("cancel", TIMED_OUT):
+        elif event.decision == "withdrawn" and is_cancel(event.reason):
             self._end_line(call_id, "cancelled", cancelled_by(event.by_name, event.reason))
         elif event.decision == "withdrawn":
             self._set_line(call_id, "withdrawn")

@@ -113,6 +113,10 @@ HISTORY_LIMIT: Final = 24_000
 """Characters of earlier conversation given to an agent that starts without it."""
 OUTPUT_LIMIT: Final = 4_000
 CANCEL_WAIT_SECONDS: Final = 2.0
+UNANSWERED: Final = (
+    "nobody answered the agent's request in time, so it was told to cancel, and it stopped"
+)
+"""Why a turn ended when the agent stopped after the bot answered its request for it."""
 _STOP_REASONS: Final[dict[str, tuple[EndReason, str | None]]] = {
     "end_turn": ("completed", None),
     "max_tokens": ("max_steps", None),
@@ -196,6 +200,9 @@ class _Prompt:
     cost_usd: float | None = None
     rejection: _Rejection | None = None
     """The person's choice of one of the agent's reject options, if one was made."""
+    unanswered: bool = False
+    """A request of the agent's was answered ``cancelled`` because nobody answered it in
+    time: the bot's doing, should the agent then stop."""
 
 
 class _Turn:
@@ -254,6 +261,8 @@ class _Turn:
                 reason, error = _STOP_REASONS.get(response.stop_reason, ("completed", None))
                 if response.stop_reason == "cancelled" and self.prompt.rejection is not None:
                     reason, error = "rejected", None  # it stopped where a person said no
+                elif response.stop_reason == "cancelled" and self.prompt.unanswered:
+                    error = UNANSWERED  # it stopped where the bot said cancelled
                 break
         except ProviderError as exc:
             reason, error = "error", str(exc)
@@ -479,6 +488,7 @@ class _Turn:
             self.waiters.pop(state.call.id, None)
         chosen = next((o for o in options if o.option_id == record.option_id), None)
         if chosen is None:
+            self.prompt.unanswered = record.decision == "timeout"
             return cancelled()  # no answer in time, or withdrawn
         if chosen.kind in ("reject_once", "reject_always"):
             self.prompt.rejection = _Rejection(

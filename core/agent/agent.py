@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from core.agent.compaction import CompactionSettings, NotCompacted, compact
+from core.agent.endings import CANCEL
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
@@ -412,7 +413,7 @@ class Agent:
             if task is None and turn_id is None and not dropped:
                 return []
             withdrawn = self.tree.pending_approvals
-            why = reason or "cancel"
+            why = reason or CANCEL
             items: list[AppendItem] = [
                 as_item(withdrawal(p, why, by_user_id=by_user_id, by_name=by_name))
                 for p in withdrawn

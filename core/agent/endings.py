@@ -14,14 +14,18 @@ from typing import Final
 
 __all__ = [
     "BOT_CANCEL_REASONS",
+    "CANCEL",
     "STOPPING",
     "TIMED_OUT",
     "by_whom",
     "cancelled_by",
     "capitalised",
+    "is_cancel",
     "rejected_by",
 ]
 
+CANCEL: Final = "cancel"
+"""A withdrawal's reason when a person's ``/cancel`` ended the turn."""
 TIMED_OUT: Final = "timed_out"
 """A cancel's reason when a subagent's task ran out of time."""
 STOPPING: Final = "stopping"
@@ -31,6 +35,12 @@ BOT_CANCEL_REASONS: Final[dict[str, str]] = {
     STOPPING: "the bot is stopping",
 }
 """Why the bot itself cancelled a turn, as a reader is told."""
+
+
+def is_cancel(reason: str | None) -> bool:
+    """Whether a withdrawal's ``reason`` is a cancel (a person's, or a subagent's time
+    running out), which names who or why, rather than a turn that moved on."""
+    return reason in (CANCEL, TIMED_OUT)
 
 
 def by_whom(name: str | None) -> str:

@@ -32,6 +32,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.agent.endings import rejected_by
 from core.handoffs.service import EVENT_TYPES, HandoffEventPayload
 from core.sessions.events import SessionEvent
 from core.sessions.payloads import (
@@ -127,11 +128,15 @@ class BriefAttempt:
                 return "was cut off by a bot restart"
             case TurnEndedPayload(reason="completed"):
                 return "ended"
+            case TurnEndedPayload(reason="rejected", by_name=name, option=option):
+                return f"was stopped: {rejected_by(name, option)}"
             case TurnEndedPayload(reason="error", error=error):
                 return f"failed ({error or 'the model call failed'})"
             case TurnEndedPayload(reason="max_steps", steps=steps):
                 return f"was stopped after {steps} steps"
-        return "was stopped: the session's budget is used up"
+            case TurnEndedPayload(reason="budget"):
+                return "was stopped: the session's budget is used up"
+        return "was stopped before it ended"
 
 
 def attempts(events: Iterable[SessionEvent]) -> list[BriefAttempt]:

@@ -22,7 +22,8 @@ Words it reacts to (the last prompt's text):
 - ``search``: a tool call whose ``rawOutput`` has no known shape;
 - ``ask``: a tool call that asks for permission with three options (allow once,
   allow always, reject); it says which option it got, or that it was cancelled;
-  with ``abort`` too, a reject stops the prompt as ``cancelled`` (as Codex does);
+  with ``abort`` too, a reject (or a request answered ``cancelled``) stops the prompt as
+  ``cancelled`` (as Codex does);
 - ``diff``: an edit whose content is a long diff;
 - ``plan``: a plan of two entries, updated once;
 - ``slow``: one chunk, then waits until ``session/cancel`` and stops as cancelled;
@@ -147,7 +148,7 @@ class Scripted(Agent):
         answer = f"echo: {text}"
         if "ask" in text:
             answer = await self._ask(session_id)
-            if answer == "chosen: no" and "abort" in text:
+            if answer in ("chosen: no", "permission cancelled") and "abort" in text:
                 return await self._done(session_id, text, "", "cancelled")
         if "refuse" in text:
             await say("I will not.")

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
+from structlog.testing import capture_logs
 
 from core.agent.builtin_tools import sleep_tool
 from core.agent.factory import ProfileAgentFactory
@@ -105,6 +106,16 @@ class TestRunningTurn:
         """No agent is started just to be cancelled."""
         assert await world.control.cancel(KEY, by_user_id="u1", by_name="alice") == NothingRunning()
         assert world.runtime.peek(KEY) is None
+
+    async def test_nothing_to_cancel_when_its_agent_is_idle(self, world: World) -> None:
+        """An idle agent with nothing queued is not said to be cancelled, nor logged so."""
+        await two_turns(world)
+        agent = await world.runtime.get(KEY)
+        await agent.wait_idle()
+        with capture_logs() as logs:
+            done = await world.control.cancel(KEY, by_user_id="u1", by_name="alice")
+        assert done == NothingRunning()
+        assert [e for e in logs if e["event"] == "turn.cancelled"] == []
 
 
 class TestChanges:

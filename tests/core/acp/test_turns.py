@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.acp.process import workspace_name
+from core.acp.turns import UNANSWERED
 from core.agent.events import (
     AgentErrorEvent,
     AgentNotice,
@@ -177,6 +178,20 @@ async def test_no_answer_in_time_answers_cancelled(rig: Rig) -> None:
     assert rig.logged("approval.decided")[-1]["decision"] == "timeout"
     resolved = rig.of(ApprovalResolved)[-1]
     assert (resolved.call_id, resolved.decision) == (request.call.id, "timeout")
+
+
+async def test_an_agent_that_stops_after_no_answer_in_time_is_not_blamed(rig: Rig) -> None:
+    """The bot answered ``cancelled`` for nobody; the agent stopping then is the bot's
+    ending, said so: not "the external agent stopped the turn"."""
+    agent = await rig.start(approval_timeout_s=60)
+    await agent.send("ask, abort if not")
+    await rig.until(ApprovalRequested)
+    await rig.clock.wait_for_sleepers()
+    await rig.clock.advance(61)
+    await rig.until(TurnEnded)
+
+    (failed,) = rig.of(AgentErrorEvent)
+    assert failed.message == UNANSWERED
 
 
 async def test_cancel_answers_an_open_request_and_the_agent_goes_on_later(rig: Rig) -> None:

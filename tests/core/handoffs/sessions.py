@@ -21,7 +21,9 @@ from core.sessions.payloads import (
 )
 from core.sessions.tree import SessionTree
 
-Ending = Literal["completed", "error", "max_steps", "cancelled", "interrupted", "open"]
+Ending = Literal[
+    "completed", "error", "max_steps", "budget", "rejected", "cancelled", "interrupted", "open"
+]
 
 
 class Written:
@@ -54,8 +56,10 @@ class Written:
         if ending == "interrupted":
             return await log.append(tree, TurnInterruptedPayload(turn_id=turn_id))
         error = "the model is away" if ending == "error" else None
+        rejected = {"by_name": "alice", "option": "Reject"} if ending == "rejected" else {}
         return await log.append(
-            tree, TurnEndedPayload(turn_id=turn_id, reason=ending, steps=1, error=error)
+            tree,
+            TurnEndedPayload(turn_id=turn_id, reason=ending, steps=1, error=error, **rejected),
         )
 
     async def requested(self, from_agent: str = "scout") -> SessionEvent:

@@ -47,6 +47,8 @@ class TestBriefAttempt:
             ("interrupted", "was cut off by a bot restart"),
             ("error", "failed (the model is away)"),
             ("max_steps", "was stopped after 1 steps"),
+            ("budget", "was stopped: the session's budget is used up"),
+            ("rejected", "was stopped: rejected by @alice: Reject"),
         ],
     )
     async def test_a_turn_that_did_not_end_normally_is_no_brief(
