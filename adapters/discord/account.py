@@ -136,11 +136,11 @@ class AccountRuntime:
             case AgentStarted(agent=agent):
                 self._agent_started(agent)
             case BindingStarted(record=record):
-                self._binding_started(record)
+                self._show_resident(record)
             case BindingEnded(record=record):
                 self._binding_ended(record)
             case BindingUpdated(record=record, changed=changed) if "persona" in changed:
-                self._persona_changed(record)
+                self._show_resident(record)  # under the persona a handoff brought in
             case _:
                 pass
 
@@ -150,17 +150,9 @@ class AccountRuntime:
             if self._shows(binding):
                 self.present(binding, agent)
 
-    def _binding_started(self, record: SessionBindingRecord) -> None:
-        """A thread bound to a session whose agent is already in memory shows it from now."""
-        if record.conversation.account_id != self.account_id:
-            return
-        agent = self.services.runtime.peek(record.target_session_key)
-        if agent is not None and self._shows(record):
-            self.present(record, agent)
-
-    def _persona_changed(self, record: SessionBindingRecord) -> None:
-        """A thread's persona changed (a handoff brought in another agent): its agent is
-        shown under the new one from now."""
+    def _show_resident(self, record: SessionBindingRecord) -> None:
+        """A thread bound (or its persona changed) while its session's agent is in memory
+        shows it from now, as the binding says."""
         agent = self.services.runtime.peek(record.target_session_key)
         if agent is not None and self._shows(record):
             self.present(record, agent)

@@ -21,6 +21,7 @@ import discord
 from adapters.discord.delivery import Persona, ThreadDelivery, persona_of, spoken_by
 from adapters.discord.errors import discord_said
 from adapters.discord.ids import snowflake
+from adapters.discord.retry import DEFAULT_POLICY
 from adapters.discord.text import MESSAGE_LIMIT, split_message
 from adapters.discord.tool_lines import TranscriptDoc
 from core.bindings.records import SessionBindingRecord
@@ -35,8 +36,9 @@ _log = get_logger("adapters.discord")
 
 HISTORY_LIMIT: Final = 50
 """Messages looked through for a part a dead process may have posted."""
-LOOKBACK: Final = timedelta(minutes=10)
-"""How long before a message's record its first part may have been posted."""
+LOOKBACK: Final = timedelta(seconds=DEFAULT_POLICY.deadline)
+"""How long before a message's record its first part may have been posted: a post is
+retried for at most that long."""
 
 
 def parts_of(message: ThreadMessage) -> list[str]:
@@ -114,7 +116,8 @@ class DiscordTranscriptSink:
         after: Posted | None,
         message: ThreadMessage,
     ) -> tuple[Posted, str] | None:
-        """Ours, after the last known part, showing ``part`` or the start of it: a post a
+        """Ours, under this persona, after the last known part (or, with none known, since
+        the first could have been posted), showing ``part`` or the start of it: a post a
         dead process made without recording its id. With what it shows."""
         me = self._delivery.manager.client.user
         since: Any = (
@@ -124,9 +127,9 @@ class DiscordTranscriptSink:
         )
         try:
             async for candidate in thread.history(limit=HISTORY_LIMIT, after=since):
-                ours = candidate.webhook_id is not None or (
-                    me is not None and candidate.author == me
-                )
+                ours = (
+                    candidate.webhook_id is not None and candidate.author.name == persona.name
+                ) or (me is not None and candidate.author == me)
                 if not ours or not candidate.content:
                     continue
                 posted = Posted(str(candidate.id), "webhook" if candidate.webhook_id else "bot")

@@ -11,6 +11,8 @@ when they may not change it (:data:`bot.commands.permissions.NOT_OWNER`).
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import discord
 
 from adapters.discord.account import AccountRuntime
@@ -24,9 +26,16 @@ __all__ = ["NOT_BOUND", "binding_for", "binding_here", "session_for", "uses_of"]
 NOT_BOUND = "This channel is not bound to an agent; use the command in a subagent's thread."
 
 
+_USES: WeakKeyDictionary[AccountRuntime, UseCases] = WeakKeyDictionary()
+
+
 def uses_of(account: AccountRuntime) -> UseCases:
-    """The use cases this account's commands and buttons call."""
-    return UseCases.of(account.services)
+    """The use cases this account's commands and buttons call: built once per account
+    (a press or a turn's end asks for them again and again)."""
+    uses = _USES.get(account)
+    if uses is None:
+        uses = _USES[account] = UseCases.of(account.services)
+    return uses
 
 
 def binding_here(account: AccountRuntime, channel: object) -> SessionBindingRecord | None:

@@ -26,7 +26,6 @@ _log = get_logger("bot.commands")
 NOT_SAVED = "⚠️ Your message could not be saved (the bot's store did not answer); send it again."
 
 
-_Handler = Callable[[discord.Interaction, str], Coroutine[Any, Any, None]]
 _DELIVERIES: Final[tuple[tuple[str, str, Mode], ...]] = (
     ("steer", "Redirect the running agent now.", "steer"),
     ("followup", "Queue a message for after this turn.", "follow_up"),

@@ -119,7 +119,7 @@ class MessageDeriver:
         if (
             new is None
             or named != self._named
-            or any(isinstance(e.data, CompactionPayload) for e in new)
+            or any(e.data_as(CompactionPayload) is not None for e in new)
         ):
             self._named = named
             self._rebuild(tree)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from core.agent.assignment import AgentActivatedPayload, active_agent
 from core.bindings.records import BindingMetadata, SessionBindingRecord
@@ -95,13 +95,12 @@ def brief_due(events: Iterable[SessionEvent], agent: str, prompted: int | None) 
 
 
 def prompted_at(
-    metadata: Mapping[str, Any], agent: str, events: Iterable[SessionEvent]
+    metadata: BindingMetadata, agent: str, events: Iterable[SessionEvent]
 ) -> int | None:
     """Where the conversation was last offered ``agent``'s button (see :data:`PROMPTS_KEY`)."""
-    prompts = metadata.get(PROMPTS_KEY)
-    if isinstance(prompts, Mapping) and isinstance(prompts.get(agent), int):
-        return int(prompts[agent])
-    if agent in (metadata.get(LEGACY_PROMPTED_KEY) or ()):
+    if agent in metadata.brief_prompts:
+        return metadata.brief_prompts[agent]
+    if agent in metadata.brief_prompted:
         return max(
             (
                 e.seq
@@ -135,7 +134,7 @@ class BriefPrompts:
         if agent is None or profile is None or not profile.handoff_to:
             return None
         events = tree.events
-        if not brief_due(events, agent, prompted_at(record.metadata, agent, events)):
+        if not brief_due(events, agent, prompted_at(record.meta, agent, events)):
             return None
         return DueBrief(agent, profile.handoff_to[0], tree.last_seq)
 

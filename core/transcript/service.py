@@ -17,6 +17,7 @@ presenter is still landing is *held* and left alone.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 from typing import Protocol
 
@@ -66,7 +67,8 @@ class Transcript:
         self._marks: dict[str, ThreadMessage] = {}
         """Shown, not yet written, by key: a row with open lines stays (as it shows now,
         where it is), any other goes."""
-        self._held: set[str] = set()
+        self._held: Counter[str] = Counter()
+        """Messages being landed or settled right now, by how many at once."""
         self._owed: dict[str, str] = {}
         """Messages this process knows are owed and not shown: key -> binding id."""
         self._ended: set[str] = set()
@@ -92,10 +94,12 @@ class Transcript:
 
     def hold(self, key: str) -> None:
         """A presenter is landing this message itself: settling leaves it alone."""
-        self._held.add(key)
+        self._held[key] += 1
 
     def release(self, key: str) -> None:
-        self._held.discard(key)
+        self._held[key] -= 1
+        if self._held[key] <= 0:
+            del self._held[key]
 
     def on_event(self, event: object) -> None:
         """What the domain says (subscribed once): an ended binding is owed nothing more."""
@@ -150,7 +154,12 @@ class Transcript:
         for message in owed:
             if message.key in self._marks or message.key in self._held:
                 continue
+            if message.binding_id in ended:
+                continue
             binding = self._bindings.get(message.binding_id)
+            if binding is None:  # ended, or bound by a neighbour we have not heard of yet
+                await self._bindings.reload_binding(message.binding_id)
+                binding = self._bindings.get(message.binding_id)
             if binding is None:
                 ended.add(message.binding_id)
                 continue

@@ -70,7 +70,7 @@ class TestAFinishedAnswerCutByRefusalsAndACrash:
         gate = asyncio.Event()
         first = await start_bot([Step(text=ANSWER, chunks=3, gate=gate)])
         seen = owe_seen(first)
-        (followup,) = await spawn(first, "write it", mode="run")
+        await spawn(first, "write it", mode="run")
         record = first.binding()
         thread = int(record.conversation.conversation_id)
         cut = await first_words_shown(first, thread)
@@ -99,7 +99,6 @@ class TestAFinishedAnswerCutByRefusalsAndACrash:
             if r.method == "POST" and (r.json or {}).get("content", "").endswith(ANNOUNCED)
         )
         assert edit < post
-        assert followup  # (the spawn's answer, for the record)
 
     async def test_a_long_answer_gets_its_missing_part_once_and_a_second_start_adds_nothing(
         self, start_bot: StartBot

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.bindings.records import BindingMetadata
 from core.bindings.service import SessionBindingService
 from core.clock import FakeClock
 from core.config import AgentProfile
@@ -121,10 +122,10 @@ class TestPromptedAt:
     async def test_where_the_button_was_last_posted(self, written: Written) -> None:
         """The seq recorded per agent; none for an agent never offered it."""
         events = written.tree.events
-        metadata = {PROMPTS_KEY: {"scout": 7}}
+        metadata = BindingMetadata.model_validate({PROMPTS_KEY: {"scout": 7}})
         assert prompted_at(metadata, "scout", events) == 7
         assert prompted_at(metadata, "writer", events) is None
-        assert prompted_at({}, "scout", events) is None
+        assert prompted_at(BindingMetadata(), "scout", events) is None
 
     async def test_the_earlier_rule_counts_as_offered_at_the_activation(
         self, written: Written
@@ -132,7 +133,7 @@ class TestPromptedAt:
         """A binding of the "posted once" rule gets no second button, until a reject."""
         activation = await written.activated("scout")
         await written.turn()
-        legacy = {LEGACY_PROMPTED_KEY: ["scout"]}
+        legacy = BindingMetadata.model_validate({LEGACY_PROMPTED_KEY: ["scout"]})
         assert prompted_at(legacy, "scout", written.tree.events) == activation.seq
         assert not due(written, prompted_at(legacy, "scout", written.tree.events))
         await written.handoff("offered", "h1")
