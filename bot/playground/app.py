@@ -264,13 +264,13 @@ class Playground:
         if self._progress is not None:
             await self._progress.stop()
             self._progress = None
-        if self.web is not None:
-            await self.web.stop()
-            self.web = None
-        if self.bot is not None:
+        if self.bot is not None:  # first, while the page still shows it stopping
             if self.bot.state == "running":
                 await self.bot.stop()
             await self.bot.wait_ended()
+        if self.web is not None:
+            await self.web.stop()
+            self.web = None
         await self._stack.aclose()
 
     async def __aenter__(self) -> Playground:

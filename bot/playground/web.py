@@ -83,7 +83,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _log = structlog.get_logger("bot.playground")
 
 
-_TYPED_MENTION = re.compile(r"(?<![\w<@])@([A-Za-z0-9_.]{2,32})")
+_TYPED_MENTION = re.compile(r"(?<![\w<@])@([A-Za-z0-9_](?:[A-Za-z0-9_.]{0,30}[A-Za-z0-9_])?)")
+"""``@name``: a dot may be inside a name, never end it (``hey @threadbound.`` ends a
+sentence)."""
 
 
 def typed_mentions(content: str, names: dict[str, int]) -> str:

@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.playground import Playground, PlaygroundError
+from bot.playground.web import typed_mentions
 from core.providers.demo import LABEL
 from fakediscord import Message
 from fakediscord.permissions import BOT_DEFAULT
@@ -525,3 +526,18 @@ async def test_a_newcomers_hello_to_the_bot_starts_a_session(
     record = next(iter(playground.services.bindings.live()))
     assert record.meta.agent == "scout"
     assert int(record.conversation.conversation_id) == thread
+
+
+@pytest.mark.parametrize(
+    ("typed", "sent"),
+    [
+        ("hey @threadbound.", "hey <@1>."),
+        ("@threadbound, hello", "<@1>, hello"),
+        ("@a.b!", "<@2>!"),
+        ("write to x@threadbound", "write to x@threadbound"),
+        ("@nobody here", "@nobody here"),
+    ],
+)
+def test_a_typed_name_is_a_mention_and_a_full_stop_ends_it(typed: str, sent: str) -> None:
+    """As Discord's client sends it; a dot may sit inside a name, never end one."""
+    assert typed_mentions(typed, {"threadbound": 1, "a.b": 2}) == sent

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import re
 import struct
 import zlib
@@ -37,7 +38,16 @@ def _missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+@pytest.fixture(autouse=True)
+def _browser_present() -> None:
+    """Skip, saying why, without a browser; under ``THREADBOUND_REQUIRE_BROWSER=1`` (set by
+    ``.ci/run``) fail instead, so CI never passes without having run these."""
+    why = _missing()
+    if why is None:
+        return
+    if os.environ.get("THREADBOUND_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{why}; THREADBOUND_REQUIRE_BROWSER=1 makes the browser tests mandatory")
+    pytest.skip(why)
 
 
 @pytest.fixture
