@@ -18,6 +18,7 @@ from core.acp import AcpConnections, AgentGroups, missing_command
 from core.agent import ToolRegistry
 from core.agent.builtin_tools import (
     ArtifactHandler,
+    ScheduleWakeupArgs,
     SpawnSubagentArgs,
     http_get_tool,
     sleep_tool,
@@ -47,6 +48,8 @@ from core.providers.config import build_provider
 from core.providers.types import ChatMessage, Provider, ProviderEvent, ToolSpec
 from core.routing import BoundDeliveryRouter
 from core.runtime import SessionRuntime
+from core.scheduler.runner import ScheduleRunner
+from core.scheduler.service import Schedules
 from core.services import Services
 from core.sessions.log import SessionLog
 from core.sharding import ShardSet
@@ -203,6 +206,10 @@ async def _services(
     async def spawn(args: SpawnSubagentArgs, context: ToolContext) -> str:
         return await spawn_tool_handler(subagents)(args, context)
 
+    async def wakeup(args: ScheduleWakeupArgs, context: ToolContext) -> str:
+        added = await schedules.wakeup(context.session_key, args.after, args.note)
+        return f"scheduled: {added.sentence} It comes back here as a new turn with your note."
+
     def artifacts_for(profile: AgentProfile) -> ArtifactHandler:
         return _artifact_handler(artifacts, runtime)(profile)
 
@@ -219,6 +226,7 @@ async def _services(
         external=acp,
         spawn=spawn,
         artifacts=artifacts_for,
+        wakeup=wakeup,
     )
     runtime = SessionRuntime(
         sessions,
@@ -269,6 +277,22 @@ async def _services(
     handoffs = HandoffService(database, sessions, clock=clock)
     transcript = Transcript(database, bindings)
     events.subscribe(transcript.on_event)
+    schedules = Schedules(
+        database, bindings, subagents, config.scheduler, policy=overrides, clock=clock
+    )
+    scheduler = ScheduleRunner(
+        database,
+        schedules,
+        inbox=inbox,
+        router=router,
+        runtime=runtime,
+        subagents=subagents,
+        leases=leases,
+        policy=overrides,
+        settings=config.scheduler,
+        shards=shards,
+        clock=clock,
+    )
     return Services(
         config=config,
         database=database,
@@ -291,6 +315,8 @@ async def _services(
         attachments=attachments,
         leases=leases,
         shards=shards,
+        schedules=schedules,
+        scheduler=scheduler,
         changes=_change_feed(config, database, bindings, overrides),
         providers=providers,
         events=events,

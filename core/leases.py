@@ -55,7 +55,7 @@ __all__ = [
 _log = get_logger("core.leases")
 _L = table_of(LeaseRow)
 
-LeaseKind = Literal["completion", "session"]
+LeaseKind = Literal["completion", "session", "schedule"]
 
 
 def new_owner_id() -> str:

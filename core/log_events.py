@@ -40,6 +40,10 @@ __all__ = [
     "EventLogger",
     "LogEvent",
     "RoutingResolved",
+    "SchedulerRunFinished",
+    "SchedulerRunMissed",
+    "SchedulerRunSkipped",
+    "SchedulerRunStarted",
     "SubagentCompleted",
     "emit",
 ]
@@ -65,6 +69,10 @@ class LogEvent(StrEnum):
     BINDING_LIFETIME_CHANGED = "binding.lifetime_changed"
     CONFIG_CHANGED = "config.changed"
     SUBAGENT_COMPLETED = "subagent.completed"
+    SCHEDULER_RUN_STARTED = "scheduler.run.started"
+    SCHEDULER_RUN_FINISHED = "scheduler.run.finished"
+    SCHEDULER_RUN_SKIPPED = "scheduler.run.skipped"
+    SCHEDULER_RUN_MISSED = "scheduler.run.missed"
 
 
 class EventLogger(Protocol):
@@ -277,6 +285,62 @@ class SubagentCompleted(Event):
     account: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _SchedulerRunEvent(Event):
+    """One run of a scheduled job, named by ``run_key`` (``<job>@<due epoch>``)."""
+
+    job_id: str
+    run_key: str
+    due_at: str
+    kind: str
+    account: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerRunStarted(_SchedulerRunEvent):
+    """A claimed run was started: its turn queued in the thread's session, or its
+    subagent spawned. Written once per run; a second one for the same ``run_key`` is
+    a duplicate, which the canary counts (it must stay 0). ``due_count`` > 1: a
+    catch-up after a downtime, standing for that many due times; ``late``: paced."""
+
+    name: ClassVar[str] = LogEvent.SCHEDULER_RUN_STARTED.value
+
+    due_count: int
+    late: bool
+    session_key: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerRunFinished(_SchedulerRunEvent):
+    """A started run ended: ``result`` is ``finished`` for a thread's turn, the
+    subagent's outcome for a channel job, or ``failed: …`` when it could not start."""
+
+    name: ClassVar[str] = LogEvent.SCHEDULER_RUN_FINISHED.value
+
+    result: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerRunSkipped(_SchedulerRunEvent):
+    """A due run was not started: the previous run of the job was still working, or
+    the scheduler is off there (``reason``)."""
+
+    name: ClassVar[str] = LogEvent.SCHEDULER_RUN_SKIPPED.value
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerRunMissed(_SchedulerRunEvent):
+    """Due times passed while the bot was down, longer ago than
+    ``misfire_grace_seconds``: recorded, not run (``due_count`` of them)."""
+
+    name: ClassVar[str] = LogEvent.SCHEDULER_RUN_MISSED.value
+    level: ClassVar[Level] = "warning"
+
+    due_count: int
+
+
 EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     RoutingResolved,
     DeliverySent,
@@ -288,6 +352,10 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     BindingLifetimeChanged,
     ConfigChanged,
     SubagentCompleted,
+    SchedulerRunStarted,
+    SchedulerRunFinished,
+    SchedulerRunSkipped,
+    SchedulerRunMissed,
 )
 
 OPTIONAL_FIELDS: Final = frozenset({"guild"})

@@ -166,6 +166,10 @@ class RuntimeOverrides:
         settings = self.thread_bindings(scope, account_id)
         return settings.enabled and settings.spawn_subagent_sessions
 
+    def schedules(self, scope: str | None, account_id: str | None = None) -> bool:
+        """The scheduler's gate: ``/schedule add`` is taken and jobs fire here."""
+        return self.thread_bindings(scope, account_id).scheduled_tasks
+
     def _configured(self, account_id: str | None) -> str | None:
         return account_id if account_id in self._config.account_ids() else None
 

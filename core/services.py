@@ -37,6 +37,8 @@ from core.overrides import RuntimeOverrides
 from core.providers.types import Provider
 from core.routing import BoundDeliveryRouter
 from core.runtime import SessionRuntime
+from core.scheduler.runner import ScheduleChannel, ScheduleRunner
+from core.scheduler.service import Schedules
 from core.sessions.log import SessionLog
 from core.sharding import ShardSet
 from core.store import Database
@@ -56,7 +58,8 @@ class ChannelAccount:
 
     Each is the port of one service: the conversations it creates (``adapter``),
     what its people say (``inbox``), where announcements go (``completions``), how an
-    owed message is finished (``transcript``), and what it does when the domain tells
+    owed message is finished (``transcript``), where scheduled runs say they start
+    (``schedules``), and what it does when the domain tells
     it something (``on_event``: a thread's hello and goodbye; returned awaitables are
     waited for by the service that published, see :mod:`core.stream`).
     """
@@ -65,6 +68,7 @@ class ChannelAccount:
     inbox: InboxChannel
     completions: CompletionSink
     transcript: TranscriptSink
+    schedules: ScheduleChannel
     on_event: Callable[[DomainEvent], Awaitable[None] | None]
 
 
@@ -93,6 +97,10 @@ class Services:
     attachments: AttachmentStore
     leases: Leases
     shards: ShardSet
+    schedules: Schedules
+    """Scheduled jobs: made, listed, paused, resumed and removed (``/schedule``)."""
+    scheduler: ScheduleRunner
+    """Claims due runs and starts each once."""
     events: DomainEvents = field(default_factory=EventStream)
     """What the services tell the channels; each account subscribes once."""
     changes: ChangeFeed | None = None
@@ -192,8 +200,8 @@ class Services:
     async def maintain(self) -> None:
         """The upkeep a running bot needs, until cancelled: binding touches flushed and
         expiries swept, idle agents evicted (their state is in the log), leases
-        renewed, a dead process's work taken over when its leases expire, and
-        other processes' changes heard."""
+        renewed, a dead process's work taken over when its leases expire,
+        other processes' changes heard, and scheduled runs claimed and started."""
         settings = self.config.bindings
         lease_seconds = self.leases.ttl.total_seconds()
         async with asyncio.TaskGroup() as group:
@@ -215,6 +223,7 @@ class Services:
             )
             group.create_task(self.runtime.run_maintenance())
             group.create_task(self.acp.keep_stopping_idle())
+            group.create_task(self.scheduler.run())
 
     async def drain(self, seconds: float) -> int:
         """Let announcements and binding ends already under way finish, for up to
@@ -279,6 +288,7 @@ class Services:
         self.inbox.channels.register(account.inbox, replace=True)
         self.sinks.register(account.completions, replace=True)
         self.transcript.sinks.register(account.transcript, replace=True)
+        self.scheduler.channels.register(account.schedules, replace=True)
         key = (account.adapter.channel.lower(), account.adapter.account_id)
         earlier = self._plugged.pop(key, None)
         if earlier is not None:
@@ -297,6 +307,7 @@ class Services:
             return
         self._closed = True
         try:
+            await self.scheduler.close()  # runs being started stop; their claims are found again
             await self.subagents.close()
             await self.runtime.close()
             await self.acp.close()  # after the turns stopped: each agent was told to cancel

@@ -28,6 +28,7 @@ from adapters.discord.ids import conversation_for
 from adapters.discord.inbox import DiscordInbox
 from adapters.discord.manager import ManagerRegistry, ThreadBindingManager
 from adapters.discord.presenter import ThreadPresenter
+from adapters.discord.schedules import DiscordSchedules
 from adapters.discord.transcript import DiscordTranscriptSink
 from adapters.discord.webhooks import WebhookPool
 from core.agent.agent import Agent
@@ -94,6 +95,7 @@ class AccountRuntime:
                     self.delivery, before_post=self._settle_presenter
                 ),
                 transcript=DiscordTranscriptSink(self.delivery),
+                schedules=DiscordSchedules(self.delivery),
                 on_event=self._tell_thread,  # its hello and goodbye, once
             )
         )

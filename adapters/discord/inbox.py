@@ -163,13 +163,14 @@ class DiscordInbox:
             ) from exc
 
     async def acknowledge(self, message: InboxMessage, outcome: Outcome, /) -> None:
-        """Show on the message what became of it (a command answers for itself).
+        """Show on the message what became of it (a command answers for itself, and a
+        scheduled run's turn has no message of a person's to mark).
 
         The reactions and replies go out in the background (the account's drain
         waits for them): the next message of the conversation is not held back
         by a round trip to Discord.
         """
-        if message.source == "command":
+        if message.source in ("command", "schedule"):  # nothing written to react to
             return
         work = self._show(message, outcome)
         if self._in_background is None:

@@ -68,7 +68,7 @@ _HOUR_VALUES: Final = (
 )
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 _KEY_HELP: Final = (
-    "A flag: spawnSubagentSessions, enabled, idleHours, maxAgeHours, or its full path"
+    "A flag: spawnSubagentSessions, scheduledTasks, enabled, idleHours, maxAgeHours, or a full path"
 )
 """``key``'s description, the same on get, set and reset."""
 

@@ -2,7 +2,7 @@
 
 ``sleep`` exists for demos and tests (a tool that takes a while, so steering
 and follow-ups can be tried); ``http_get`` fetches only from an allow-list;
-``spawn_subagent`` and ``emit_artifact`` are hooks: their argument schemas
+``spawn_subagent``, ``schedule_wakeup`` and ``emit_artifact`` are hooks: their argument schemas
 are fixed here, their behaviour is the handler the subagent and artifact
 features pass in.
 """
@@ -23,10 +23,12 @@ from core.errors import ThreadboundError
 __all__ = [
     "EmitArtifactArgs",
     "HttpGetArgs",
+    "ScheduleWakeupArgs",
     "SleepArgs",
     "SpawnSubagentArgs",
     "emit_artifact_tool",
     "http_get_tool",
+    "schedule_wakeup_tool",
     "sleep_tool",
     "spawn_subagent_tool",
 ]
@@ -132,6 +134,33 @@ def spawn_subagent_tool(handler: SpawnHandler) -> Tool:
         args_model=SpawnSubagentArgs,
         fn=handler,
         timeout_s=120.0,
+    )
+
+
+class ScheduleWakeupArgs(_Args):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    after: str = Field(
+        alias="in", min_length=1, description='how long from now, e.g. "20m", "2h" or "1d"'
+    )
+    note: str = Field(min_length=1, description="what to do then; the later turn carries it")
+
+
+WakeupHandler = Callable[[ScheduleWakeupArgs, ToolContext], Awaitable[str]]
+
+
+def schedule_wakeup_tool(handler: WakeupHandler) -> Tool:
+    """An agent's way to come back to its own session later ("check again in 20
+    minutes"); ``handler`` schedules the turn, as its session owner's job."""
+    return Tool(
+        name="schedule_wakeup",
+        description=(
+            "Schedule one later turn in this same session: after the delay, you get the "
+            "note as a new message here. Use it to check back on something later."
+        ),
+        args_model=ScheduleWakeupArgs,
+        fn=handler,
+        timeout_s=30.0,
     )
 
 

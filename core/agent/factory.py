@@ -4,7 +4,8 @@ The session log says which agent runs it (:mod:`core.agent.assignment`);
 the profile (``[agents.<id>]``) gives that agent's provider, model, system
 prompt and tools. A session with no agent recorded, or a config with no
 profiles, gets the defaults: the first provider, no prompt, and the tools
-``[agent] tools`` lists (unset: the base tools plus ``spawn_subagent``).
+``[agent] tools`` lists (unset: the base tools plus ``spawn_subagent`` and
+``schedule_wakeup``).
 ``mcp:`` entries add an MCP server's tools (:mod:`core.agent.mcp_tools`).
 A profile with ``acp`` is an external agent: it brings its own model and tools,
 and its turns are run by what :class:`ExternalAgents` gives (:mod:`core.acp`).
@@ -26,7 +27,9 @@ from core.agent.assignment import active_agent
 from core.agent.builtin_tools import (
     ArtifactHandler,
     SpawnHandler,
+    WakeupHandler,
     emit_artifact_tool,
+    schedule_wakeup_tool,
     spawn_subagent_tool,
 )
 from core.agent.loop import TurnRunner
@@ -93,9 +96,11 @@ class ProfileAgentFactory:
         external: ExternalAgents | None = None,
         spawn: SpawnHandler | None = None,
         artifacts: ArtifactHandlerFor | None = None,
+        wakeup: WakeupHandler | None = None,
     ) -> None:
         """``spawn``: what ``spawn_subagent`` calls (no such tool without it);
-        ``artifacts``: the ``emit_artifact`` handler for a profile (none without it)."""
+        ``artifacts``: the ``emit_artifact`` handler for a profile (none without it);
+        ``wakeup``: what ``schedule_wakeup`` calls (no such tool without it)."""
         self._load_image = load_image
         self._external = external
         self._config = config
@@ -107,6 +112,7 @@ class ProfileAgentFactory:
         self._override_info = override_info
         self._base = base_tools
         self._spawn: Tool | None = spawn_subagent_tool(spawn) if spawn is not None else None
+        self._wakeup: Tool | None = schedule_wakeup_tool(wakeup) if wakeup is not None else None
         self._artifacts = artifacts
         # One registry per profile, shared by its agents: a registry builds its JSON
         # schemas once, and building them is a millisecond per tool.
@@ -209,8 +215,7 @@ class ProfileAgentFactory:
         if listed is not None:
             return self._listed(listed, None)
         tools = list(self._base)
-        if self._spawn is not None:
-            tools.append(self._spawn)
+        tools += [tool for tool in (self._spawn, self._wakeup) if tool is not None]
         return ToolRegistry(tools, result_max_chars=self._config.agent.tool_result_max_chars)
 
     def _tools_for(self, profile: AgentProfile) -> ToolRegistry:
@@ -219,8 +224,9 @@ class ProfileAgentFactory:
     def _listed(self, names: list[str], profile: AgentProfile | None) -> ToolRegistry:
         """Exactly the tools listed (those whose feature is wired in), MCP servers' included."""
         available = {tool.name: tool for tool in self._base}
-        if self._spawn is not None:
-            available[self._spawn.name] = self._spawn
+        for tool in (self._spawn, self._wakeup):
+            if tool is not None:
+                available[tool.name] = tool
         if self._artifacts is not None and profile is not None:
             available["emit_artifact"] = emit_artifact_tool(self._artifacts(profile))
         sources = (

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from core.config.flags import (
     FLAG_NAMES,
+    FLAG_SCHEDULED_TASKS,
     FLAG_SPAWN_SUBAGENT_SESSIONS,
     RUNTIME_SOURCE,
     FlagKeyMatch,
@@ -62,6 +63,7 @@ from core.config.tables import (
     PlaygroundConfig,
     ProviderConfig,
     ProviderName,
+    SchedulerConfig,
     SessionConfig,
     SessionThreadBindings,
     StoreConfig,
@@ -79,6 +81,7 @@ __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DISPLAY_NAME",
     "FLAG_NAMES",
+    "FLAG_SCHEDULED_TASKS",
     "FLAG_SPAWN_SUBAGENT_SESSIONS",
     "KNOWN_TOOLS",
     "RUNTIME_SOURCE",
@@ -102,6 +105,7 @@ __all__ = [
     "PlaygroundConfig",
     "ProviderConfig",
     "ProviderName",
+    "SchedulerConfig",
     "SessionConfig",
     "SessionThreadBindings",
     "StoreConfig",

@@ -25,6 +25,7 @@ from core.config.tables import (
     DEFAULT_ENABLED,
     DEFAULT_IDLE_HOURS,
     DEFAULT_MAX_AGE_HOURS,
+    DEFAULT_SCHEDULED_TASKS,
     DEFAULT_SPAWN_SUBAGENT_SESSIONS,
     ChannelsConfig,
     SessionConfig,
@@ -33,6 +34,7 @@ from core.errors import ConfigError, got
 
 __all__ = [
     "FLAG_NAMES",
+    "FLAG_SCHEDULED_TASKS",
     "FLAG_SPAWN_SUBAGENT_SESSIONS",
     "RUNTIME_SOURCE",
     "FlagKeyMatch",
@@ -52,6 +54,9 @@ __all__ = [
 
 FLAG_SPAWN_SUBAGENT_SESSIONS = "channels.discord.threadBindings.spawnSubagentSessions"
 """The flag a ``FeatureDisabled`` error names when a thread-bound spawn is refused."""
+
+FLAG_SCHEDULED_TASKS = "channels.discord.threadBindings.scheduledTasks"
+"""The flag a ``FeatureDisabled`` error names when ``/schedule add`` is refused."""
 
 RUNTIME_SOURCE = "<runtime>"
 """``ConfigError.path`` for mistakes in runtime input (flag names, admin overrides)."""
@@ -103,6 +108,7 @@ _FLAGS: dict[str, _Flag] = {
             DEFAULT_SPAWN_SUBAGENT_SESSIONS,
             False,
         ),
+        _Flag("scheduledTasks", "scheduled_tasks", True, DEFAULT_SCHEDULED_TASKS, False),
     )
 }
 FLAG_NAMES: tuple[str, ...] = tuple(_FLAGS)
@@ -150,6 +156,7 @@ class ThreadBindingSettings(BaseModel):
     idle_hours: float
     max_age_hours: float
     spawn_subagent_sessions: bool
+    scheduled_tasks: bool
 
     @property
     def idle_timeout_ms(self) -> int:

@@ -40,6 +40,7 @@ from core.config.tables import (
     PlaygroundConfig,
     ProviderConfig,
     ProviderName,
+    SchedulerConfig,
     SessionConfig,
     StoreConfig,
     TomlTable,
@@ -73,6 +74,7 @@ class Config(TomlTable):
     store: StoreConfig = Field(default_factory=StoreConfig)
     bindings: BindingsConfig = Field(default_factory=BindingsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     discord: DiscordEndpointsConfig = Field(default_factory=DiscordEndpointsConfig)
     providers: dict[ProviderName, ProviderConfig] = Field(default_factory=dict)

@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_ENABLED",
     "DEFAULT_IDLE_HOURS",
     "DEFAULT_MAX_AGE_HOURS",
+    "DEFAULT_SCHEDULED_TASKS",
     "DEFAULT_SPAWN_SUBAGENT_SESSIONS",
     "KNOWN_TOOLS",
     "STORE_SCHEMES",
@@ -53,6 +54,7 @@ __all__ = [
     "PlaygroundConfig",
     "ProviderConfig",
     "ProviderName",
+    "SchedulerConfig",
     "Seconds",
     "SessionConfig",
     "SessionThreadBindings",
@@ -68,6 +70,7 @@ DEFAULT_ENABLED = True
 DEFAULT_IDLE_HOURS = 24.0
 DEFAULT_MAX_AGE_HOURS = 0.0
 DEFAULT_SPAWN_SUBAGENT_SESSIONS = False
+DEFAULT_SCHEDULED_TASKS = True
 DEFAULT_ACCOUNT_ID = "default"
 
 DEFAULT_DISPLAY_NAME: Final = "Subagent"
@@ -77,7 +80,7 @@ STORE_SCHEMES = ("sqlite", "sqlite+aiosqlite", "postgresql+asyncpg")
 """The same as ``core.store.engine.SUPPORTED_DRIVERS`` (a test keeps them equal), spelled
 out here so loading the config does not import SQLAlchemy."""
 
-KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact")
+KNOWN_TOOLS = ("sleep", "http_get", "spawn_subagent", "emit_artifact", "schedule_wakeup")
 """Built-in tool names an agent profile may list (besides ``mcp:<server>[/<tool>]``)."""
 
 MCP_PREFIX: Final = "mcp:"
@@ -136,6 +139,7 @@ class ThreadBindingsLevel(TomlTable):
     idle_hours: Hours | None = Field(default=None, alias="idleHours")
     max_age_hours: Hours | None = Field(default=None, alias="maxAgeHours")
     spawn_subagent_sessions: bool | None = Field(default=None, alias="spawnSubagentSessions")
+    scheduled_tasks: bool | None = Field(default=None, alias="scheduledTasks")
 
 
 class SessionConfig(TomlTable):
@@ -250,6 +254,35 @@ class BindingsConfig(TomlTable):
     sweep_interval_seconds: Seconds = 60.0
 
 
+class SchedulerConfig(TomlTable):
+    """``[scheduler]``: scheduled jobs (``/schedule``) and the ``schedule_wakeup`` tool."""
+
+    timezone: str = Field(default="UTC", min_length=1)
+    """The zone of date-times and cron expressions when a job names none (an IANA name)."""
+    max_jobs_per_user: int = Field(default=10, ge=1)
+    """Live jobs one person may have in one server (an agent's wake-ups count as its
+    session owner's)."""
+    min_interval_seconds: int = Field(default=300, ge=1)
+    """The shortest spacing of a recurring job (``every`` or cron) that is accepted."""
+    misfire_grace_seconds: int = Field(default=3600, ge=0)
+    """A run missed (the bot was down) by less than this is run once when the bot is back;
+    older ones are recorded as missed."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        """A zone the machine knows, so no job is refused later for the default's sake."""
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise invalid_value(
+                "an IANA time zone name such as Europe/Paris", repr(value)
+            ) from None
+        return value
+
+
 class LoggingConfig(TomlTable):
     """``[logging]``."""
 
@@ -275,8 +308,8 @@ class AgentConfig(TomlTable):
     """Hosts http_get may fetch from (``*.example.org``: subdomains); none by default."""
     tools: list[str] | None = None
     """The tools of an agent without a profile, as a profile's ``tools`` (``"mcp:clock"``,
-    ``"mcp:clock/get_current_time"``, built-in names); unset: sleep, http_get and
-    spawn_subagent."""
+    ``"mcp:clock/get_current_time"``, built-in names); unset: sleep, http_get,
+    spawn_subagent and schedule_wakeup."""
     tool_result_max_chars: int = Field(default=DEFAULT_TOOL_RESULT_MAX_CHARS, ge=1000)
     """A tool result longer than this is cut, with a marker, before the model reads it."""
     approval_timeout_seconds: Seconds = DEFAULT_APPROVAL_TIMEOUT_SECONDS

@@ -26,9 +26,9 @@ __all__ = [
     "Source",
 ]
 
-Source = Literal["live", "catch_up", "command"]
+Source = Literal["live", "catch_up", "command", "schedule"]
 """How a message reached the bot: as it was written, read back after a downtime,
-or typed as a command (``/steer``)."""
+or typed as a command (``/steer``), or put there by a scheduled job (its run)."""
 
 OutcomeKind = Literal["delivered", "empty", "held", "busy", "failed", "dropped", "duplicate"]
 

@@ -30,6 +30,8 @@ from core.store.tables import (
     InboxCursorRow,
     InboxRow,
     LeaseRow,
+    ScheduledJobRow,
+    ScheduledRunRow,
     SchemaVersionRow,
     SessionBranchRow,
     SessionEventRow,
@@ -160,6 +162,12 @@ def _v12_subagent_replies(conn: Connection) -> None:
         )
 
 
+def _v13_scheduler(conn: Connection) -> None:
+    """Scheduled jobs and their runs, each run a row claimed once."""
+    for table in (ScheduledJobRow, ScheduledRunRow):
+        table_of(table).create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -173,6 +181,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "messages a bound thread owes until they show their text", _v10_thread_messages),
     Migration(11, "external agents' process groups, until stopped", _v11_acp_processes),
     Migration(12, "subagents: a reply posted where it was asked", _v12_subagent_replies),
+    Migration(13, "scheduled jobs and their runs", _v13_scheduler),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

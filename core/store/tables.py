@@ -39,6 +39,8 @@ __all__ = [
     "InboxCursorRow",
     "InboxRow",
     "LeaseRow",
+    "ScheduledJobRow",
+    "ScheduledRunRow",
     "SchemaVersionRow",
     "SessionBranchRow",
     "SessionEventRow",
@@ -396,6 +398,79 @@ class ThreadMessageRow(SQLModel, table=True):
     sent: list[Any] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     open_calls: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     shown: bool = Field(default=False, sa_column=Column(Boolean, nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class ScheduledJobRow(SQLModel, table=True):
+    """A scheduled job: what runs, when, for whom, and where it lands.
+
+    The destination is never a raw id to post to: a thread job names its
+    binding and session (resolved through the router at each run), a channel
+    job the channel it was made in (its runs spawn there as ``/agents spawn``
+    would). ``next_run_at`` is the next due time the scheduler will claim;
+    NULL once a one-shot has run or a job was removed. See :mod:`core.scheduler`.
+    """
+
+    __tablename__ = "scheduled_jobs"
+    __table_args__ = (
+        Index("ix_scheduled_jobs_due", "state", "next_run_at"),
+        Index("ix_scheduled_jobs_owner", "scope", "owner_id"),
+    )
+
+    job_id: str = Field(sa_column=Column(String(16), primary_key=True))
+    kind: str = Field(sa_column=Column(String(16), nullable=False))
+    scope: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    channel: str = Field(sa_column=Column(String(32), nullable=False))
+    account_id: str = Field(sa_column=Column(String(64), nullable=False))
+    conversation_id: str = Field(sa_column=Column(String(64), nullable=False))
+    parent_conversation_id: str | None = Field(
+        default=None, sa_column=Column(String(64), nullable=True)
+    )
+    session_key: str | None = Field(default=None, sa_column=Column(String(300), nullable=True))
+    owner_id: str = Field(sa_column=Column(String(64), nullable=False))
+    owner_name: str | None = Field(default=None, sa_column=Column(String(200), nullable=True))
+    name: str = Field(sa_column=Column(String(100), nullable=False))
+    spec: str = Field(sa_column=Column(String(200), nullable=False))
+    timezone: str = Field(sa_column=Column(String(64), nullable=False))
+    task: str = Field(sa_column=Column(Text, nullable=False))
+    agent: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    state: str = Field(sa_column=Column(String(16), nullable=False))
+    paused_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    anchor_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    next_run_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    last_result: str | None = Field(default=None, sa_column=Column(String(300), nullable=True))
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class ScheduledRunRow(SQLModel, table=True):
+    """One due run of a job, keyed by ``(job_id, due_at)``: claimed in the transaction
+    that moves the job on, before anything is posted, so it is run once.
+
+    ``status``: ``claimed`` (a process is dispatching it, under the lease named
+    by ``run_key``), ``working`` (its turn or subagent was started), ``finished``,
+    ``skipped`` (the previous run was still working), ``missed`` (past the grace
+    while the bot was down) or ``failed``. ``due_count`` is how many due times the
+    row stands for: a run after a downtime stands for every slot it folded.
+    """
+
+    __tablename__ = "scheduled_runs"
+    __table_args__ = (
+        Index("ix_scheduled_runs_status", "status"),
+        Index("ix_scheduled_runs_key", "run_key", unique=True),
+    )
+
+    job_id: str = Field(sa_column=Column(String(16), primary_key=True))
+    due_at: datetime = Field(sa_column=Column(UTCDateTime(), primary_key=True))
+    run_key: str = Field(sa_column=Column(String(64), nullable=False))
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    due_count: int = Field(default=1, sa_column=Column(BigInteger, nullable=False))
+    late: bool = Field(default=False, sa_column=Column(Boolean, nullable=False))
+    session_key: str | None = Field(default=None, sa_column=Column(String(300), nullable=True))
+    detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    claimed_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 

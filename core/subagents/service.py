@@ -102,6 +102,9 @@ class SpawnRequest:
     scope: str | None = None
     title: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    session_key: str | None = None
+    """The child's key, when the caller must find it again (a scheduled run, whose
+    successor after a crash must not spawn it twice); a fresh one otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +285,7 @@ class SubagentService:
             BindingError, StoreError: the thread could not be bound (nothing is left).
         """
         agent_id = self.check(request)
-        key = f"{SUBAGENT_PREFIX}{uuid.uuid4().hex[:12]}"
+        key = request.session_key or f"{SUBAGENT_PREFIX}{uuid.uuid4().hex[:12]}"
         self._spawning.add(key)  # not the recovery's to resume while it starts here
         try:
             return await self._spawn(key, agent_id, request)

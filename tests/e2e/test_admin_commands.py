@@ -240,7 +240,7 @@ class TestConfig:
             ),
         ]
         every = await choices(bot, "config set", "key", key="")
-        assert len(every) == 11  # 3 [session] flags, 4 channel flags, 4 of the account
+        assert len(every) == 13  # 3 [session] flags, 5 channel flags, 5 of the account
         assert await choices(bot, "config set", "value", key="spawnSubagentSessions") == [
             ("on", "on"),
             ("off", "off"),

@@ -182,7 +182,7 @@ class TestRuntimeOverrides:
             resolve_flag(load_text_dict({}), "idleHour")
         assert str(info.value) == (
             "<runtime>: idleHour: expected a flag name, one of enabled, idleHours, maxAgeHours, "
-            "spawnSubagentSessions (unknown flag)"
+            "spawnSubagentSessions, scheduledTasks (unknown flag)"
         )
 
     def test_unknown_channel(self):
@@ -255,7 +255,7 @@ class TestValidateOverride:
         """Paths cover session (three flags), channel and each account (four flags each)."""
         config = load_text(tmp_path, TWO_ACCOUNTS)
         paths = overridable_paths(config)
-        assert len(paths) == 3 + 4 + 4 + 4
+        assert len(paths) == 3 + 5 + 5 + 5
         assert paths[:4] == [
             "session.threadBindings.enabled",
             "session.threadBindings.idleHours",

@@ -123,8 +123,8 @@ class TestFileErrors:
         )
         assert str(error) == (
             f"{tmp_path / 'config.toml'}: channels.discord.threadBindings.spawnSubagentSesions: "
-            "expected one of the keys enabled, idleHours, maxAgeHours, spawnSubagentSessions "
-            "(unknown key)"
+            "expected one of the keys enabled, idleHours, maxAgeHours, spawnSubagentSessions, "
+            "scheduledTasks (unknown key)"
         )
 
     def test_unknown_top_level_table(self, tmp_path: Path):
@@ -132,8 +132,8 @@ class TestFileErrors:
         error = error_for(tmp_path, "[sesion.threadBindings]\nenabled = true\n")
         assert error.key_path == "sesion"
         tables = (
-            "session, channels, store, bindings, logging, agent, discord, providers, agents, "
-            "mcp_servers, acp_agents, playground"
+            "session, channels, store, bindings, logging, scheduler, agent, discord, providers, "
+            "agents, mcp_servers, acp_agents, playground"
         )
         assert error.expected == f"one of the keys {tables}"
 
