@@ -18,6 +18,7 @@ from bot.commands.bound import uses_of
 from bot.commands.config import ConfigGroup
 from bot.commands.focus import FocusCommands
 from bot.commands.help import HelpCommands
+from bot.commands.schedule import ScheduleGroup, setup_schedules
 from bot.commands.session import SessionGroup
 from bot.commands.session_model import SessionModelCommands
 from bot.commands.steering import SteeringCommands
@@ -107,6 +108,7 @@ class ThreadboundClient(discord.Client):
                 self.tree.add_command(command)
         setup_handoffs(self)
         setup_approvals(self)
+        setup_schedules(self)
         self.tree.error(self._command_failed)
         # What a previous run left unfinished (once per process), before the gateway
         # connects and new work can arrive.
@@ -133,6 +135,7 @@ class ThreadboundClient(discord.Client):
         return [
             AgentsGroup(account),
             ConfigGroup(account),
+            ScheduleGroup(account),
             SteeringCommands(account),
             TreeCommands(account),
             FocusCommands(account),

@@ -26,6 +26,7 @@ from core.handoffs.accept import Handoffs
 from core.handoffs.brief import Briefs
 from core.inbox import Inbox
 from core.overrides import RuntimeOverrides
+from core.scheduler.service import Schedules
 from core.services import Services
 from core.subagents.brief_offers import BriefOffers
 from core.subagents.overview import SubagentOverview
@@ -53,6 +54,7 @@ class UseCases:
         approvals: Allow / Deny of a tool call.
         subagents: ``/agents list``'s overview.
         focus: one more conversation for an existing session.
+        schedules: scheduled jobs (``/schedule``).
     """
 
     config: Config
@@ -69,6 +71,7 @@ class UseCases:
     approvals: Approvals
     subagents: SubagentOverview
     focus: Focus
+    schedules: Schedules
 
     @classmethod
     def of(cls, services: Services) -> UseCases:
@@ -94,6 +97,7 @@ class UseCases:
             approvals=Approvals(sessions, runtime),
             subagents=SubagentOverview(services.subagents, runtime, bindings, services.database),
             focus=Focus(bindings, services.database, owners),
+            schedules=services.schedules,
         )
 
     def answers_for(self, conversation: ConversationRef, /) -> bool:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 __all__ = [
     "CanaryReport",
     "DuplicateDelivery",
+    "DuplicateRun",
     "GroupSummary",
     "HiddenFallback",
     "MalformedLines",
@@ -45,6 +46,18 @@ class GroupSummary(_Model):
     task_failures: int = 0
     """Of those, the failures: ``failed`` and ``timed_out``. A person's ``cancelled`` or
     ``rejected`` is their choice, never counted here."""
+    runs_started: int = 0
+    """Scheduled runs started (``scheduler.run.started``), repeats of one run included."""
+    runs_finished_by_result: dict[str, int] = {}
+    """Scheduled runs ended (``scheduler.run.finished``), by the head of their ``result``
+    (``finished``, a subagent's outcome, ``failed`` whatever the reason after it)."""
+    runs_skipped: int = 0
+    runs_missed: int = 0
+    """``scheduler.run.missed`` lines: runs not made because the bot was down too long."""
+    missed_due_times: int = 0
+    """The due times those missed runs stood for (the sum of their ``due_count``)."""
+    duplicate_runs: int = 0
+    """Starts of a run already started (its ``run_key`` seen before): must stay 0."""
 
 
 class DuplicateDelivery(_Model):
@@ -53,6 +66,17 @@ class DuplicateDelivery(_Model):
     completion_id: str
     count: int
     destinations: list[str | None]
+    lines: list[int]
+
+
+class DuplicateRun(_Model):
+    """A scheduled run started more than once: one ``run_key``, several
+    ``scheduler.run.started`` lines (a violation, like a duplicate delivery)."""
+
+    run_key: str
+    job_id: str | None
+    count: int
+    session_keys: list[str | None]
     lines: list[int]
 
 
@@ -107,9 +131,11 @@ class CanaryReport(_Model):
     hidden_fallbacks: list[HiddenFallback]
     webhook_failures: list[WebhookFailure]
     malformed: MalformedLines
+    duplicate_runs: list[DuplicateRun] = []
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy rejects decorated properties
     @property
     def violations(self) -> int:
-        """Duplicates plus hidden fallbacks: the number that fails the canary."""
-        return len(self.duplicates) + len(self.hidden_fallbacks)
+        """Duplicate deliveries, hidden fallbacks and duplicate scheduled runs: the number
+        that fails the canary."""
+        return len(self.duplicates) + len(self.hidden_fallbacks) + len(self.duplicate_runs)

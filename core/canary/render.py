@@ -7,7 +7,7 @@ violations, and the wording here can change without touching it. Import
 
 from __future__ import annotations
 
-from core.canary.models import CanaryReport
+from core.canary.models import CanaryReport, GroupSummary
 
 __all__ = ["render_text"]
 
@@ -24,6 +24,12 @@ def _violation_lines(report: CanaryReport) -> list[str]:
             f"  DUPLICATE DELIVERY  completion {d.completion_id} delivered {d.count} times"
             f" -> {where} (lines {', '.join(map(str, d.lines))})"
         )
+    for r in report.duplicate_runs:
+        sessions = ", ".join(str(x) for x in r.session_keys)
+        lines.append(
+            f"  DUPLICATE RUN       run {r.run_key} (job {r.job_id}) started {r.count} times"
+            f" -> {sessions} (lines {', '.join(map(str, r.lines))})"
+        )
     for h in report.hidden_fallbacks:
         relation = "its conversation" if h.matched == "conversation" else "its parent"
         lines.append(
@@ -33,6 +39,17 @@ def _violation_lines(report: CanaryReport) -> list[str]:
             f" (requester {h.requester_conversation_id} is {relation}; line {h.line})"
         )
     return lines
+
+
+def _scheduled(g: GroupSummary) -> str | None:
+    """The group's scheduled runs on one line, or None when it had none."""
+    if not (g.runs_started or g.runs_finished_by_result or g.runs_skipped or g.runs_missed):
+        return None
+    return (
+        f"  scheduled    started {g.runs_started}, finished: {_counts(g.runs_finished_by_result)},"
+        f" skipped {g.runs_skipped}, missed {g.runs_missed}"
+        f" ({g.missed_due_times} due times), duplicates {g.duplicate_runs}"
+    )
 
 
 def render_text(report: CanaryReport, *, source: str = "") -> str:
@@ -61,6 +78,8 @@ def render_text(report: CanaryReport, *, source: str = "") -> str:
         )
         if g.tasks_by_outcome:
             out.append(f"  tasks        {_counts(g.tasks_by_outcome)} (failures {g.task_failures})")
+        if (scheduled := _scheduled(g)) is not None:
+            out.append(scheduled)
     if not report.groups:
         out.append("no routing, delivery or binding events in the window")
     out += ["", f"WEBHOOK FAILURES: {len(report.webhook_failures)}"]

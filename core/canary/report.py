@@ -7,8 +7,8 @@ a :class:`CanaryReport`, :func:`render_text` turns that into text, and
 The report models (:mod:`core.canary.models`) and the text rendering
 (:mod:`core.canary.render`) live apart; :mod:`core.canary` re-exports all three.
 
-Two findings are violations of the routing invariants (SPEC.md) and make the
-exit status 1:
+Three findings are violations (of the routing invariants in SPEC.md, and of the
+scheduler's run-once promise) and make the exit status 1:
 
 - a **duplicate delivery**: one ``completion_id`` with more than one
   ``delivery.sent`` anywhere in the log (reported when its last send is inside
@@ -16,7 +16,14 @@ exit status 1:
 - a **hidden fallback**: a ``delivery.fallback`` for session S with requester
   conversation R on (channel, account) while S had an active binding there whose
   conversation or parent conversation is R: the router would have matched it,
-  so the fallback hid a bound destination.
+  so the fallback hid a bound destination;
+- a **duplicate run**: one scheduled run's ``run_key`` with more than one
+  ``scheduler.run.started`` anywhere in the log (reported, like a duplicate
+  delivery, when its last start is inside the window): a job's due time ran twice.
+
+Scheduled runs are counted per group: started, finished by the head of their
+``result`` (``failed: could not start: ...`` counts as ``failed``), skipped, missed,
+and the due times the missed ones stood for (their ``due_count``).
 
 Subagent tasks are counted by outcome (``subagent.completed``); only ``failed`` and
 ``timed_out`` count as task failures: a person's ``cancelled`` or ``rejected`` is
@@ -46,6 +53,7 @@ from typing import Any, Literal, TextIO
 from core.canary.models import (
     CanaryReport,
     DuplicateDelivery,
+    DuplicateRun,
     GroupSummary,
     HiddenFallback,
     MalformedLines,
@@ -118,8 +126,14 @@ class _Group:
     failures: Counter[str] = field(default_factory=Counter)
     expiries: Counter[str] = field(default_factory=Counter)
     tasks: Counter[str] = field(default_factory=Counter)
+    runs_finished: Counter[str] = field(default_factory=Counter)
     bound: int = 0
     unbound: int = 0
+    runs_started: int = 0
+    runs_skipped: int = 0
+    runs_missed: int = 0
+    missed_due_times: int = 0
+    duplicate_runs: int = 0
 
     @property
     def empty(self) -> bool:
@@ -131,8 +145,10 @@ class _Group:
             self.failures,
             self.expiries,
             self.tasks,
+            self.runs_finished,
         )
-        return not any(counters) and not self.bound and not self.unbound
+        numbers = (self.bound, self.unbound, self.runs_started, self.runs_skipped, self.runs_missed)
+        return not any(counters) and not any(numbers)
 
     def summary(self, account: str, guild: str) -> GroupSummary:
         return GroupSummary(
@@ -149,6 +165,12 @@ class _Group:
             bindings_unbound=self.unbound,
             tasks_by_outcome=dict(sorted(self.tasks.items())),
             task_failures=sum(n for outcome, n in self.tasks.items() if outcome in TASK_FAILURES),
+            runs_started=self.runs_started,
+            runs_finished_by_result=dict(sorted(self.runs_finished.items())),
+            runs_skipped=self.runs_skipped,
+            runs_missed=self.runs_missed,
+            missed_due_times=self.missed_due_times,
+            duplicate_runs=self.duplicate_runs,
         )
 
 
@@ -254,6 +276,7 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
     groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
     replay = _Replay()
     sends: dict[str, list[_Entry]] = defaultdict(list)
+    starts: dict[str, list[_Entry]] = defaultdict(list)
     hidden: list[HiddenFallback] = []
     failures: list[WebhookFailure] = []
     counted: list[_Entry] = []
@@ -266,6 +289,8 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
             replay.ended(e)
         elif e.event == LogEvent.DELIVERY_SENT and e.get("completion_id") is not None:
             sends[e.get("completion_id") or ""].append(e)
+        elif e.event == LogEvent.SCHEDULER_RUN_STARTED and e.get("run_key") is not None:
+            starts[e.get("run_key") or ""].append(e)
         if not in_window:
             continue
         counted.append(e)
@@ -292,6 +317,17 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
             group.expiries[e.get("reason") or MISSING] += 1
         elif e.event == LogEvent.SUBAGENT_COMPLETED and e.data.get("recorded") is not False:
             group.tasks[e.get("outcome") or MISSING] += 1  # a repeat (recorded false): once
+        elif e.event == LogEvent.SCHEDULER_RUN_STARTED:
+            group.runs_started += 1
+            if len(starts.get(e.get("run_key") or "", ())) > 1:  # this run started before
+                group.duplicate_runs += 1
+        elif e.event == LogEvent.SCHEDULER_RUN_FINISHED:
+            group.runs_finished[_result_head(e.get("result"))] += 1
+        elif e.event == LogEvent.SCHEDULER_RUN_SKIPPED:
+            group.runs_skipped += 1
+        elif e.event == LogEvent.SCHEDULER_RUN_MISSED:
+            group.runs_missed += 1
+            group.missed_due_times += _count(e.data.get("due_count"))
 
     duplicates = [
         DuplicateDelivery(
@@ -302,6 +338,17 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
         )
         for cid, sent in sends.items()
         if len(sent) > 1 and (since_ts is None or sent[-1].ts >= since_ts)
+    ]
+    duplicate_runs = [
+        DuplicateRun(
+            run_key=key,
+            job_id=started[0].get("job_id"),
+            count=len(started),
+            session_keys=[s.get("session_key") for s in started],
+            lines=[s.line for s in started],
+        )
+        for key, started in starts.items()
+        if len(started) > 1 and (since_ts is None or started[-1].ts >= since_ts)
     ]
     return CanaryReport(
         since=since_ts,
@@ -314,7 +361,19 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
         hidden_fallbacks=hidden,
         webhook_failures=failures,
         malformed=malformed,
+        duplicate_runs=duplicate_runs,
     )
+
+
+def _result_head(result: str | None) -> str:
+    """A run's result without its reason: ``failed: could not start: ...`` is ``failed``."""
+    head = (result or "").split(":", 1)[0].strip()
+    return head or MISSING
+
+
+def _count(value: object) -> int:
+    """A ``due_count`` as written (an int); anything else stands for one due time."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _hidden(

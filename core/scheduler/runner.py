@@ -109,6 +109,8 @@ class _Working:
     job: Job
     run: Run
     session_key: str | None
+    thread_id: str | None = None
+    """A channel job's run: the thread its subagent works in (for the closing line)."""
 
 
 class ScheduleRunner:
@@ -147,23 +149,20 @@ class ScheduleRunner:
         self._working: dict[str, _Working] = {}
         """Runs started and not seen to end, by run key."""
         self._dispatching: set[str] = set()
+        self._pacer: asyncio.Future[None] | None = None
         self.ticks = 0
 
     # -- the loop ----------------------------------------------------------------------
 
     async def run(self) -> None:
         """Until cancelled: pick up what a dead process claimed, then tick."""
-        await self._pick_up()
-        pacer = asyncio.ensure_future(self._pace_late())
-        try:
-            while True:
-                try:
-                    await self.tick()
-                except Exception:  # a store that is briefly away: next tick tries again
-                    _log.warning("scheduler.tick_failed", exc_info=True)
-                await self.clock.sleep(TICK_SECONDS)
-        finally:
-            pacer.cancel()
+        await self.pick_up()
+        while True:
+            try:
+                await self.tick()
+            except Exception:  # a store that is briefly away: next tick tries again
+                _log.warning("scheduler.tick_failed", exc_info=True)
+            await self.clock.sleep(TICK_SECONDS)
 
     async def tick(self) -> int:
         """Claim what is due now (batch after batch) and start it; settle ended runs.
@@ -177,7 +176,7 @@ class ScheduleRunner:
                 if claim.run.status != "claimed":
                     self._spawn(self._not_run(claim))
                 elif claim.run.late:
-                    self._late.put_nowait(claim)
+                    self._catch_up(claim)
                 else:
                     self._spawn(self._start(claim))
             if len(batch) < CLAIM_BATCH:
@@ -235,14 +234,21 @@ class ScheduleRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _pace_late(self) -> None:
-        """Start catch-up runs one at a time, a little apart."""
-        while True:
-            claim = await self._late.get()
-            self._spawn(self._start(claim))
-            await self.clock.sleep(CATCH_UP_SPACING_SECONDS)
+    def _catch_up(self, claim: Claim) -> None:
+        """Queue a catch-up run; they start one at a time, a little apart."""
+        self._late.put_nowait(claim)
+        if self._pacer is None or self._pacer.done():
+            self._pacer = asyncio.ensure_future(self._pace_late())
+            self._spawn(self._pacer)
 
-    async def _pick_up(self) -> None:
+    async def _pace_late(self) -> None:
+        while not self._late.empty():
+            claim = self._late.get_nowait()
+            self._spawn(self._start(claim))
+            if not self._late.empty():
+                await self.clock.sleep(CATCH_UP_SPACING_SECONDS)
+
+    async def pick_up(self) -> None:
         """Runs a dead process claimed and did not start: started now (paced), once; runs
         started before a restart: watched to their end."""
         now = self.clock.now()
@@ -260,7 +266,7 @@ class ScheduleRunner:
             if taken is not None:
                 continue  # a live neighbour has it after all
             _log.info("scheduler.run_taken_over", job_id=job.job_id, run_key=run.run_key)
-            self._late.put_nowait(Claim(job, run))
+            self._catch_up(Claim(job, run))
         for run in working:
             job = await self._db.run(repository.get_job, run.job_id)
             if job is not None and self._shards.owns_scope(job.scope):
@@ -291,8 +297,10 @@ class ScheduleRunner:
             await self._pause(job, "its owner is no longer in the server", tell=False)
             await self._finish(job, run, "skipped", "its owner left the server")
             return
+        thread_id = None
         if job.kind == "channel":
-            session_key = await self._start_spawn(job, run)
+            started = await self._start_spawn(job, run)
+            session_key, thread_id = started if started is not None else (None, None)
         else:
             session_key = await self._start_turn(job, run)
         if session_key is None:
@@ -308,7 +316,7 @@ class ScheduleRunner:
             "working",
             self.clock.now(),
         )
-        self._working[run.run_key] = _Working(job, run, session_key)
+        self._working[run.run_key] = _Working(job, run, session_key, thread_id)
 
     async def _start_turn(self, job: Job, run: Run) -> str | None:
         """The run's words into the session's inbox as a follow-up, announced in the thread."""
@@ -352,12 +360,13 @@ class ScheduleRunner:
         await self._inbox.deliver(binding.conversation)
         return session_key
 
-    async def _start_spawn(self, job: Job, run: Run) -> str | None:
+    async def _start_spawn(self, job: Job, run: Run) -> tuple[str, str | None]:
         """A subagent spawned in the job's channel, under a session key made from the run
-        (a successor finds it spawned and does not spawn twice)."""
+        (a successor finds it spawned and does not spawn twice); its key and thread."""
         key = "subagent:sched-" + hashlib.sha256(run.run_key.encode()).hexdigest()[:12]
         if await self._subagents.get(key) is not None:
-            return key
+            binding = self._subagents.binding_of(key)
+            return key, binding.conversation.conversation_id if binding is not None else None
         request = self._subagents.request_for(
             job.conversation,
             task=job.task,
@@ -371,17 +380,19 @@ class ScheduleRunner:
         self._started(job, run, key)
         spawned = await self._subagents.spawn(request)
         channel = self._channel(job.conversation)
+        thread = None
+        if spawned.binding is not None:
+            thread = spawned.binding.conversation.conversation_id
         if channel is not None:
             where = ""
-            if spawned.binding is not None:
-                thread = spawned.binding.conversation.conversation_id
+            if thread is not None:
                 where = f" — **{spawned.display_name}** is on it in <#{thread}>"
             lines = [f"⏰ Scheduled: {job.name}{where}"]
             if run.due_count > 1:
                 lines.insert(0, self._downtime_line(job, run))
             with contextlib.suppress(ConversationGone):  # the spawn went through regardless
                 await channel.tell_channel(job.conversation, "\n".join(lines))
-        return key
+        return key, thread
 
     async def _not_run(self, claim: Claim) -> None:
         """A run recorded missed (past the grace) or skipped (the flag is off) at its claim:
@@ -461,6 +472,8 @@ class ScheduleRunner:
                         result = record.state
                 del self._working[key]
                 await self._finish(working.job, run, "finished", None, result=result)
+                if working.job.kind == "channel":
+                    await self._tell(working.job, _closing_line(working, result))
             except Exception:
                 _log.warning("scheduler.settle_failed", run_key=key, exc_info=True)
 
@@ -565,14 +578,33 @@ class ScheduleRunner:
         return self.channels.get(conversation.channel, conversation.account_id)
 
     async def wait_started(self) -> None:
-        """Wait until the runs being started now have been started (tests, shutdown)."""
+        """Wait until the runs being started now have been started (tests, shutdown);
+        catch-up runs still waiting for their turn are not waited for."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def close(self) -> None:
+        if self._pacer is not None:
+            self._pacer.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+_ENDINGS = {
+    "completed": "is done",
+    "failed": "failed",
+    "timed_out": "timed out",
+    "cancelled": "was cancelled",
+    "rejected": "stopped at a rejected request",
+}
+
+
+def _closing_line(working: _Working, result: str) -> str:
+    """A channel job's run ended: one line in the channel, pointing at its thread."""
+    ended = _ENDINGS.get(result, result.replace("_", " "))
+    where = f": its answer is in <#{working.thread_id}>" if working.thread_id else ""
+    return f"⏰ “{working.job.name}” {ended}{where}."
 
 
 def _duration(seconds: int) -> str:

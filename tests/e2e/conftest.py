@@ -61,6 +61,7 @@ async def start_bot(
         providers: dict[str, Any] | None = None,
         acp_agents: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        scheduler: dict[str, Any] | None = None,
     ) -> Bot:
         config = parse_config(
             {
@@ -75,6 +76,7 @@ async def start_bot(
                 "mcp_servers": mcp_servers or {},
                 "providers": providers or {},
                 "acp_agents": acp_agents or {},
+                "scheduler": scheduler or {},
             },
             config_path=tmp_path / "config.toml",
             env=env or {},
