@@ -22,6 +22,8 @@ from core.scheduler.runner import ConversationGone
 __all__ = ["DiscordSchedules"]
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
+HISTORY_LIMIT = 50
+"""Messages looked through for a line a dead process may have posted."""
 
 
 class DiscordSchedules:
@@ -36,14 +38,36 @@ class DiscordSchedules:
     def account_id(self) -> str:
         return self._delivery.manager.account_id
 
-    async def tell_thread(self, binding: SessionBindingRecord, text: str, /) -> None:
+    async def tell_thread(
+        self, binding: SessionBindingRecord, text: str, /, *, since: datetime | None = None
+    ) -> None:
         try:
+            if since is not None and await self._posted(binding, text, since):
+                return
             await self._delivery.bot_send(binding, text)
         except DeliveryError as exc:
             live = self._delivery.bindings.get(binding.binding_id)
             if live is None or live.status != "active":  # the thread is gone: unbound
                 raise ConversationGone(str(exc)) from exc
             raise
+
+    async def _posted(self, binding: SessionBindingRecord, text: str, since: datetime) -> bool:
+        """Whether the bot posted ``text`` in the thread after ``since`` (a process that
+        died starting the run may have): the thread's recent history is read."""
+        client = self._delivery.manager.client
+        try:
+            thread = await self._delivery.manager.fetch_channel(
+                binding.conversation.conversation_id
+            )
+            mine = client.user.id if client.user is not None else None
+            async for message in thread.history(limit=HISTORY_LIMIT, after=since):
+                if message.author.id == mine and message.content == text:
+                    return True
+        except discord.NotFound as exc:
+            raise ConversationGone(
+                f"thread {binding.conversation.conversation_id} is gone"
+            ) from exc
+        return False
 
     async def tell_channel(
         self, conversation: ConversationRef, text: str, /, *, mention: str | None = None

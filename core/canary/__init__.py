@@ -12,6 +12,7 @@ from __future__ import annotations
 from core.canary.models import (
     CanaryReport,
     DuplicateDelivery,
+    DuplicateRun,
     GroupSummary,
     HiddenFallback,
     MalformedLines,
@@ -23,6 +24,7 @@ from core.canary.report import build_report, parse_duration, run_canary
 __all__ = [
     "CanaryReport",
     "DuplicateDelivery",
+    "DuplicateRun",
     "GroupSummary",
     "HiddenFallback",
     "MalformedLines",

@@ -19,9 +19,11 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    Integer,
     and_,
     cast,
     func,
+    literal,
     or_,
     select,
     true,
@@ -306,7 +308,7 @@ def _shard_filter(shards: ShardSet) -> ColumnElement[bool]:
         return true()
     ids = sorted(shards.ids)
     guild = cast(_J.c.scope, BigInteger)
-    ours = ((guild.op(">>")(22)) % shards.count).in_(ids)
+    ours = ((guild.op(">>")(literal(22, Integer))) % shards.count).in_(ids)
     if 0 in ids:  # a job in no guild is shard 0's
         return or_(_J.c.scope.is_(None), and_(_J.c.scope.is_not(None), ours))
     return and_(_J.c.scope.is_not(None), ours)

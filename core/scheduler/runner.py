@@ -83,9 +83,13 @@ class ScheduleChannel(Protocol):
     @property
     def account_id(self) -> str: ...
 
-    async def tell_thread(self, binding: SessionBindingRecord, text: str, /) -> None:
+    async def tell_thread(
+        self, binding: SessionBindingRecord, text: str, /, *, since: datetime | None = None
+    ) -> None:
         """Post ``text`` as the bot in the bound conversation (reopening it if archived);
-        raises :class:`ConversationGone` when it is gone (its binding then ends)."""
+        raises :class:`ConversationGone` when it is gone (its binding then ends).
+        ``since``: unless the bot posted that very text there after that moment (a run a
+        dead process was starting)."""
         ...
 
     async def tell_channel(
@@ -150,6 +154,8 @@ class ScheduleRunner:
         """Runs started and not seen to end, by run key."""
         self._dispatching: set[str] = set()
         self._pacer: asyncio.Future[None] | None = None
+        self._taken_over: set[str] = set()
+        """Runs claimed by a process that died: what it posted is looked for, not repeated."""
         self.ticks = 0
 
     # -- the loop ----------------------------------------------------------------------
@@ -165,9 +171,12 @@ class ScheduleRunner:
             await self.clock.sleep(TICK_SECONDS)
 
     async def tick(self) -> int:
-        """Claim what is due now (batch after batch) and start it; settle ended runs.
+        """Claim what is due now (batch after batch) and start it; settle ended runs;
+        every half lease, take over runs a process that died since had claimed.
         Returns how many runs were claimed."""
         self.ticks += 1
+        if self.ticks % max(1, round(self._leases.ttl.total_seconds() / 2 / TICK_SECONDS)) == 0:
+            await self.pick_up()
         claimed = 0
         while True:
             batch = await self._claim()
@@ -266,8 +275,11 @@ class ScheduleRunner:
             if taken is not None:
                 continue  # a live neighbour has it after all
             _log.info("scheduler.run_taken_over", job_id=job.job_id, run_key=run.run_key)
+            self._taken_over.add(run.run_key)
             self._catch_up(Claim(job, run))
         for run in working:
+            if run.run_key in self._working:
+                continue
             job = await self._db.run(repository.get_job, run.job_id)
             if job is not None and self._shards.owns_scope(job.scope):
                 self._working[run.run_key] = _Working(job, run, run.session_key)
@@ -295,12 +307,12 @@ class ScheduleRunner:
             return
         if not await self._owner_present(job):
             await self._pause(job, "its owner is no longer in the server", tell=False)
-            await self._finish(job, run, "skipped", "its owner left the server")
+            await self._skip(job, run, "its owner left the server")
             return
-        thread_id = None
+        session_key: str | None
+        thread_id: str | None = None
         if job.kind == "channel":
-            started = await self._start_spawn(job, run)
-            session_key, thread_id = started if started is not None else (None, None)
+            session_key, thread_id = await self._start_spawn(job, run)
         else:
             session_key = await self._start_turn(job, run)
         if session_key is None:
@@ -345,19 +357,22 @@ class ScheduleRunner:
             mode="follow_up",
             source="schedule",
         )
-        fresh = await self._inbox.record([item])
-        if fresh:  # a successor that finds the item recorded does not post the line twice
+        # Taken over from a dead process: the lines it may have posted are looked for first.
+        since = run.claimed_at if run.run_key in self._taken_over else None
+        if since is None:
             self._started(job, run, session_key)
-            try:
-                if run.due_count > 1:
-                    await channel.tell_thread(binding, self._downtime_line(job, run))
-                await channel.tell_thread(binding, f"⏰ Scheduled: {job.name}")
-            except ConversationGone:
-                why = "its thread was deleted"
-                await self._pause(job, why, tell=True)
-                await self._finish(job, run, "failed", why)
-                return None
-        await self._inbox.deliver(binding.conversation)
+        try:
+            if run.due_count > 1:
+                await channel.tell_thread(binding, self._downtime_line(job, run), since=since)
+            await channel.tell_thread(binding, f"⏰ Scheduled: {job.name}", since=since)
+        except ConversationGone:
+            why = "its thread was deleted"
+            await self._pause(job, why, tell=True)
+            await self._finish(job, run, "failed", why)
+            return None
+        if await self._inbox.record([item]) and since is not None:
+            self._started(job, run, session_key)  # the dead process had not got this far
+        await self._inbox.deliver(binding.conversation)  # once: the item is keyed by the run
         return session_key
 
     async def _start_spawn(self, job: Job, run: Run) -> tuple[str, str | None]:
@@ -446,8 +461,10 @@ class ScheduleRunner:
 
     async def _still_working(self, job: Job, run: Run) -> bool:
         """Whether the job's earlier ``run`` may still be posting or running."""
-        if run.status == "claimed":
-            return run.run_key in self._dispatching or run.run_key not in self._working
+        if run.status == "claimed":  # being started here, or by a process alive lately
+            if run.run_key in self._dispatching:
+                return True
+            return self.clock.now() - run.claimed_at < self._leases.ttl
         if run.status != "working" or run.session_key is None:
             return False
         if job.kind == "channel":

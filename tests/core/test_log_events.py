@@ -26,6 +26,13 @@ BINDING = {
     "conversation_id": "thread-1",
 }
 
+_RUN = {
+    "job_id": "j1",
+    "run_key": "j1@1767268800",
+    "due_at": "2026-01-01T12:00:00Z",
+    "kind": "thread",
+    "account": "acct",
+}
 SAMPLES: dict[str, tuple[type[log_events.Event], dict[str, Any]]] = {
     LogEvent.ROUTING_RESOLVED: (
         log_events.RoutingResolved,
@@ -123,6 +130,19 @@ SAMPLES: dict[str, tuple[type[log_events.Event], dict[str, Any]]] = {
             "account": "acct",
         },
     ),
+    LogEvent.SCHEDULER_RUN_STARTED: (
+        log_events.SchedulerRunStarted,
+        {**_RUN, "due_count": 1, "late": False, "session_key": "agent:main:main"},
+    ),
+    LogEvent.SCHEDULER_RUN_FINISHED: (
+        log_events.SchedulerRunFinished,
+        {**_RUN, "result": "finished"},
+    ),
+    LogEvent.SCHEDULER_RUN_SKIPPED: (
+        log_events.SchedulerRunSkipped,
+        {**_RUN, "reason": "the previous run was still working"},
+    ),
+    LogEvent.SCHEDULER_RUN_MISSED: (log_events.SchedulerRunMissed, {**_RUN, "due_count": 3}),
 }
 
 

@@ -244,19 +244,17 @@ class TestOverlapDowntimeAndLoss:
         assert await tick(bot) == 1
         await settle(bot, record.target_session_key)
         lines = contents(bot, thread_id)
-        assert (
-            lines.count(
-                "⏰ While the bot was offline, 3 runs of “digest” were due; ran the latest once now."
-            )
-            == 1
+        downtime = (
+            "⏰ While the bot was offline, 3 runs of “digest” were due; ran the latest once now."
         )
+        assert lines.count(downtime) == 1
         assert lines.count("⏰ Scheduled: digest") == 1
         (only,) = await runs(bot, job.job_id)
         assert only.due_count == 3
 
     async def test_runs_older_than_the_grace_are_recorded_missed(self, start_bot: StartBot) -> None:
         bot = await start_bot(answer_with_last, scheduler={**FAST, "misfire_grace_seconds": 60})
-        record, thread_id = await bound_thread(bot)
+        _, thread_id = await bound_thread(bot)
         await run(
             bot, bot.world.alice, "schedule add", thread_id, when="every 1h", task="d", name="d"
         )
