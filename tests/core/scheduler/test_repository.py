@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 
+import asyncpg
 import pytest
 from sqlalchemy import Connection, select, text
 
@@ -25,7 +27,7 @@ from core.scheduler.repository import Claim, JobLimit, Planned
 from core.sharding import EVERY_SHARD, ShardSet, shard_of
 from core.store import Database
 from core.store.tables import LeaseRow, table_of
-from tests.fixtures.stores import StoreFactory
+from tests.fixtures.stores import PG_DSN, StoreFactory, store_factory
 
 DUE = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 NOW = DUE + timedelta(seconds=1)
@@ -306,17 +308,13 @@ class TestConcurrency:
             expected = "A" if key in ours else "B"
             assert (await database.run(lease_of, key) or ("?",))[0] == expected
 
-    async def test_a_job_locked_by_a_neighbour_is_skipped_not_waited_for(
-        self, database: Database
-    ) -> None:
-        """PostgreSQL: a job row another transaction holds is passed over at once (the
-        neighbour claims it), and claimed once that transaction ends without claiming it."""
-        if database.engine.dialect.name != "postgresql":
-            pytest.skip("row locks are PostgreSQL's; SQLite has one writer at a time")
-        import asyncpg
 
-        from tests.fixtures.stores import PG_DSN
-
+@pytest.mark.postgres
+async def test_a_job_locked_by_a_neighbour_is_skipped_not_waited_for(tmp_path: Path) -> None:
+    """PostgreSQL's row locks: a job row another transaction holds is passed over at once
+    (the neighbour claims it), and claimed once that transaction ends without claiming it."""
+    async with store_factory("postgres", tmp_path) as open_store:
+        database = await open_store()
         await add(database, job("a"), job("b"))
         schema = await database.run(lambda c: c.execute(text("SELECT current_schema()")).scalar())
         neighbour = await asyncpg.connect(PG_DSN, server_settings={"search_path": schema})
