@@ -541,3 +541,35 @@ async def test_a_newcomers_hello_to_the_bot_starts_a_session(
 def test_a_typed_name_is_a_mention_and_a_full_stop_ends_it(typed: str, sent: str) -> None:
     """As Discord's client sends it; a dot may sit inside a name, never end one."""
     assert typed_mentions(typed, {"threadbound": 1, "a.b": 2}) == sent
+
+
+async def test_a_scheduled_job_fires_in_the_playground(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """The README's try: ``/schedule add when:"in 30s"`` in #general (here 2 s) is confirmed
+    with its id, then a subagent starts on it in a new thread, announced in the channel."""
+    playground = await start_playground(sleep_seconds=0.1, steps=1)
+    page = Page(http, playground.url)
+    snapshot = await page.get("/api/state")
+    general = by_name(snapshot, "general")["id"]
+    alice = next(u["id"] for u in snapshot["users"] if u["name"] == "alice")
+    await page.post(
+        "/api/command",
+        {
+            "channel_id": general,
+            "user_id": alice,
+            "text": '/schedule add when:"in 2s" task:"list three sorting algorithms" name:sorting',
+        },
+    )
+
+    def said(prefix: str) -> Message | None:
+        return next(
+            (m for m in playground.fake.messages_in(int(general)) if m.content.startswith(prefix)),
+            None,
+        )
+
+    confirmed = await until(playground, lambda: said("⏰ Scheduled “sorting”."), "the answer")
+    assert "Runs once in 2 seconds" in confirmed.content
+    fired = await until(playground, lambda: said("⏰ Scheduled: sorting"), "the run")
+    thread = await until(playground, lambda: bound_thread(playground), "the run's thread")
+    assert f"<#{thread}>" in fired.content
