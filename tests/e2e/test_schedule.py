@@ -388,3 +388,56 @@ class TestWakeup:
         await tick(bot, 20 * 60)
         await settle(bot, record.target_session_key)
         assert contents(bot, thread_id)[-1].endswith("done: check the deploy")
+
+
+class TestListAndButtons:
+    async def test_the_list_is_yours_an_admin_sees_all_and_a_button_pauses(
+        self, start_bot: StartBot
+    ) -> None:
+        bot = await start_bot(answer_with_last)
+        bob = bot.fake.add_member(bot.world.guild, "bob")
+        await run(bot, bot.world.alice, "schedule add", when="every 1h", task="a", name="mine")
+        await run(
+            bot, bob, "schedule add", when="0 9 * * 1-5", task="b", name="bobs", tz="Europe/Paris"
+        )
+        (alice_job,) = [j for j in await jobs(bot) if j.name == "mine"]
+
+        mine = await run(bot, bot.world.alice, "schedule list")
+        assert ephemeral(mine)
+        assert "**mine**" in content(mine)
+        assert "bobs" not in content(mine)
+        assert "every 1h (UTC)" in content(mine)
+        assert "last: not run yet" in content(mine)
+        everyone = await run(bot, bot.world.admin, "schedule list")
+        assert "**bobs**" in content(everyone)
+        assert f"owner <@{bob.id}>" in content(everyone)
+        assert "0 9 * * 1-5 (Europe/Paris)" in content(everyone)
+
+        pause = f"tb:schedule:pause:{alice_job.job_id}"
+        refused = await bot.fake.click_button(mine.message_id, pause, bob)
+        async with asyncio.timeout(TIMEOUT):
+            answer = await refused.wait_response()
+        assert "only its owner or an administrator" in content(answer)
+        pressed = await bot.fake.click_button(mine.message_id, pause, bot.world.alice)
+        async with asyncio.timeout(TIMEOUT):
+            answer = await pressed.wait_response()
+        assert content(answer).startswith("Paused “mine”")
+        assert [j.state for j in await jobs(bot) if j.name == "mine"] == ["paused"]
+        assert await tick(bot, 3600) == 0  # a paused job does not run
+
+        resumed = await run(bot, bot.world.alice, "schedule resume", id=alice_job.job_id)
+        assert "Next run Thu 1 Jan 02:00 (in 1 hour)" in content(resumed)
+
+    async def test_a_job_whose_owner_left_is_paused(self, start_bot: StartBot) -> None:
+        bot = await start_bot(answer_with_last)
+        bob = bot.fake.add_member(bot.world.guild, "bob")
+        await run(bot, bob, "schedule add", when="every 1h", task="b", name="bobs")
+        del bot.fake.state.guilds[bot.world.guild.id].members[bob.id]
+        with capture_logs() as logs:
+            await tick(bot, 3600)
+        (job,) = await bot.services.database.run(
+            repository.list_jobs, str(bot.world.guild.id), str(bob.id)
+        )
+        assert (job.state, job.paused_reason) == ("paused", "its owner is no longer in the server")
+        (skip,) = [e for e in logs if e["event"] == "scheduler.run.skipped"]
+        assert skip["reason"] == "its owner left the server"
