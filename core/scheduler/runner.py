@@ -333,12 +333,7 @@ class ScheduleRunner:
     async def _start_turn(self, job: Job, run: Run) -> str | None:
         """The run's words into the session's inbox as a follow-up, announced in the thread."""
         session_key = job.session_key
-        resolution = self._router.resolve_destination(
-            target_session_key=session_key,
-            requester=job.conversation if job.kind == "thread" else None,
-            scope=job.scope,
-        )
-        binding = resolution.binding
+        binding = self._destination(job)
         channel = self._channel(job.conversation)
         if binding is None or channel is None or session_key is None:
             why = "its thread was deleted or is no longer bound to its session"
@@ -370,6 +365,8 @@ class ScheduleRunner:
             await self._pause(job, why, tell=True)
             await self._finish(job, run, "failed", why)
             return None
+        except Exception:  # Discord refused the line for now: the turn goes ahead without it
+            _log.warning("scheduler.line_failed", job_id=job.job_id, exc_info=True)
         if await self._inbox.record([item]) and since is not None:
             self._started(job, run, session_key)  # the dead process had not got this far
         await self._inbox.deliver(binding.conversation)  # once: the item is keyed by the run
@@ -441,15 +438,22 @@ class ScheduleRunner:
             if job.kind == "channel":
                 await channel.tell_channel(job.conversation, text)
                 return
-            binding = self._router.resolve_destination(
-                target_session_key=job.session_key,
-                requester=job.conversation if job.kind == "thread" else None,
-                scope=job.scope,
-            ).binding
+            binding = self._destination(job)
             if binding is not None:
                 await channel.tell_thread(binding, text)
         except Exception:
             _log.warning("scheduler.notice_failed", job_id=job.job_id, exc_info=True)
+
+    def _destination(self, job: Job) -> SessionBindingRecord | None:
+        """Where a thread job's (or wake-up's) run goes, through the router, now: the binding
+        holding the session in the job's thread; a wake-up also follows its session to
+        the one thread it is bound to, if that moved."""
+        return self._router.resolve_destination(
+            target_session_key=job.session_key,
+            requester=job.conversation,
+            fail_closed=job.kind != "wakeup",
+            scope=job.scope,
+        ).binding
 
     def _downtime_line(self, job: Job, run: Run) -> str:
         return (

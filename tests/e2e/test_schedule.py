@@ -95,6 +95,17 @@ class TestInABoundThread:
         assert run_row.status == "finished"
         assert not await jobs(bot)  # a one-shot that ran is done
 
+    async def test_an_archived_thread_is_reopened_by_its_run(self, start_bot: StartBot) -> None:
+        """As when a person speaks in it: the run's line reopens the thread, the turn runs."""
+        bot = await start_bot(answer_with_last)
+        record, thread_id = await bound_thread(bot)
+        await run(bot, bot.world.alice, "schedule add", thread_id, when="in 5m", task="wake")
+        await bot.fake.archive_thread(thread_id)
+        await tick(bot, 300)
+        await settle(bot, record.target_session_key)
+        assert bot.fake.channel(thread_id).archived is False
+        assert contents(bot, thread_id)[-1].endswith("done: wake")
+
     async def test_a_run_waits_behind_a_running_turn_as_a_follow_up(
         self, start_bot: StartBot
     ) -> None:
