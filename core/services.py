@@ -147,6 +147,8 @@ class Services:
         cut = await self._close_cut_off_turns(self.taken_over_sessions)
         if cut:
             _log.info("sessions.closed_at_start", sessions=cut)
+        # runs a dead process had claimed: their leases were expired above
+        await self.scheduler.pick_up()
 
     async def _keep_taking_over(self, interval_seconds: float) -> None:
         """Every ``interval_seconds``: the work of a process that died meanwhile (proved

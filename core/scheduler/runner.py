@@ -161,8 +161,9 @@ class ScheduleRunner:
     # -- the loop ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Until cancelled: pick up what a dead process claimed, then tick."""
-        await self.pick_up()
+        """Until cancelled: tick. What a dead process claimed is picked up by
+        :meth:`pick_up`, which the services' start-up calls once it has proved its
+        predecessor dead (and every half lease after that, from here)."""
         while True:
             try:
                 await self.tick()
@@ -354,8 +355,6 @@ class ScheduleRunner:
         )
         # Taken over from a dead process: the lines it may have posted are looked for first.
         since = run.claimed_at if run.run_key in self._taken_over else None
-        if since is None:
-            self._started(job, run, session_key)
         try:
             if run.due_count > 1:
                 await channel.tell_thread(binding, self._downtime_line(job, run), since=since)
@@ -367,8 +366,8 @@ class ScheduleRunner:
             return None
         except Exception:  # Discord refused the line for now: the turn goes ahead without it
             _log.warning("scheduler.line_failed", job_id=job.job_id, exc_info=True)
-        if await self._inbox.record([item]) and since is not None:
-            self._started(job, run, session_key)  # the dead process had not got this far
+        if await self._inbox.record([item]):  # the durable step: written once per run
+            self._started(job, run, session_key)
         await self._inbox.deliver(binding.conversation)  # once: the item is keyed by the run
         return session_key
 
@@ -389,8 +388,8 @@ class ScheduleRunner:
             scope=job.scope,
         )
         request = replace(request, session_key=key, title=f"⏰ {job.name}"[:100])
-        self._started(job, run, key)
         spawned = await self._subagents.spawn(request)
+        self._started(job, run, key)
         channel = self._channel(job.conversation)
         thread = None
         if spawned.binding is not None:
