@@ -120,8 +120,9 @@ class Services:
 
     async def pick_up(self) -> None:
         """What a previous process left unfinished, picked up once per process: undelivered
-        completions and unfinished subagent tasks, then accepted handoffs already answered.
-        Every caller (each account's client) waits for that one run."""
+        completions and unfinished subagent tasks, then accepted handoffs already answered,
+        and scheduled runs it had claimed. Every caller (each account's client) waits for
+        that one run."""
         if self._picked_up is None:
             self._picked_up = asyncio.ensure_future(self._pick_up())
         await asyncio.shield(self._picked_up)
