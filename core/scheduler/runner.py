@@ -154,6 +154,8 @@ class ScheduleRunner:
         """Runs started and not seen to end, by run key."""
         self._dispatching: set[str] = set()
         self._pacer: asyncio.Future[None] | None = None
+        self._ticking_since: datetime | None = None
+        """When this process first ticked: runs due well before it are catch-ups."""
         self._taken_over: set[str] = set()
         """Runs claimed by a process that died: what it posted is looked for, not repeated."""
         self.ticks = 0
@@ -179,8 +181,11 @@ class ScheduleRunner:
         if self.ticks % max(1, round(self._leases.ttl.total_seconds() / 2 / TICK_SECONDS)) == 0:
             await self.pick_up()
         claimed = 0
+        now = self.clock.now()  # one "now" for every batch: a long tick makes nothing late
+        if self._ticking_since is None:
+            self._ticking_since = now
         while True:
-            batch = await self._claim()
+            batch = await self._claim(now)
             claimed += len(batch)
             for claim in batch:
                 if claim.run.status != "claimed":
@@ -195,8 +200,7 @@ class ScheduleRunner:
             await self._settle()
         return claimed
 
-    async def _claim(self) -> list[Claim]:
-        now = self.clock.now()
+    async def _claim(self, now: datetime) -> list[Claim]:
         return await self._db.run(
             partial(
                 repository.claim_due,
@@ -234,10 +238,15 @@ class ScheduleRunner:
             due_at=due,
             due_count=count,
             missed=missed,
-            late=count > 1 or behind > 2 * TICK_SECONDS,
+            late=count > 1 or self._due_before_start(due),
             next_run_at=next_run,
             skip=skip,
         )
+
+    def _due_before_start(self, due: datetime) -> bool:
+        """Due before this process ticked at all: a catch-up after a downtime (paced)."""
+        started = self._ticking_since
+        return started is not None and (started - due).total_seconds() > 2 * TICK_SECONDS
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -477,19 +486,26 @@ class ScheduleRunner:
         return agent is not None and agent.running
 
     async def _settle(self) -> None:
-        """Runs whose turn or subagent has ended are recorded finished, with their result."""
+        """Runs whose turn or subagent has ended are recorded finished, with their result:
+        a thread's turn is looked at in memory, every channel run's subagent in one read."""
+        spawned = [
+            w.session_key
+            for w in self._working.values()
+            if w.job.kind == "channel" and w.session_key is not None
+        ]
+        states = await self._subagents.states(spawned) if spawned else {}
         for key, working in list(self._working.items()):
             if working.run.run_key in self._dispatching:
                 continue
             run = replace(working.run, status="working", session_key=working.session_key)
             try:
-                if await self._still_working(working.job, run):
-                    continue
                 result = "finished"
-                if working.job.kind == "channel" and working.session_key is not None:
-                    record = await self._subagents.get(working.session_key)
-                    if record is not None:
-                        result = record.state
+                if working.job.kind == "channel":
+                    result = states.get(working.session_key or "", "finished")
+                    if result in ("starting", "running"):
+                        continue
+                elif await self._still_working(working.job, run):
+                    continue
                 del self._working[key]
                 await self._finish(working.job, run, "finished", None, result=result)
                 if working.job.kind == "channel":

@@ -25,6 +25,7 @@ __all__ = [
     "mark_delivered",
     "recover_pending",
     "release",
+    "states_of",
     "upsert_subagent",
 ]
 
@@ -141,6 +142,14 @@ def _record(row: Any) -> SubagentRecord:
 def get_subagent(conn: Connection, session_key: str) -> SubagentRecord | None:
     row = conn.execute(_GET, {"key": session_key}).first()
     return _record(row) if row is not None else None
+
+
+def states_of(conn: Connection, session_keys: list[str]) -> dict[str, str]:
+    """The state of each of ``session_keys`` that has a row, in one query."""
+    rows = conn.execute(
+        select(_S.c.session_key, _S.c.state).where(_S.c.session_key.in_(session_keys))
+    )
+    return {str(key): str(state) for key, state in rows}
 
 
 def list_subagents(

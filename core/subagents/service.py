@@ -500,6 +500,14 @@ class SubagentService:
     async def get(self, session_key: str) -> SubagentRecord | None:
         return await self._db.run(repository.get_subagent, session_key)
 
+    async def states(self, session_keys: Sequence[str]) -> dict[str, str]:
+        """The state of each subagent of ``session_keys`` that exists, in one read (the
+        scheduler's runs, looked at every second)."""
+        if not session_keys:
+            return {}
+        found: dict[str, str] = await self._db.run(repository.states_of, [*session_keys])
+        return found
+
     async def wait_settled(self) -> None:
         """Wait until every watcher and delivery in flight is done (tests, shutdown)."""
         await self._completion.wait_settled()

@@ -452,3 +452,26 @@ class TestListAndButtons:
         assert (job.state, job.paused_reason) == ("paused", "its owner is no longer in the server")
         (skip,) = [e for e in logs if e["event"] == "scheduler.run.skipped"]
         assert skip["reason"] == "its owner left the server"
+
+
+async def test_catch_up_runs_start_a_second_apart(start_bot: StartBot) -> None:
+    """After a downtime, runs that fell due start one by one, never in a burst at start-up."""
+    bot = await start_bot(answer_with_last, scheduler=FAST)
+    for name in ("first", "second"):
+        await run(bot, bot.world.alice, "schedule add", when="every 5m", task=name, name=name)
+    channel = bot.world.channel.id
+    await bot.clock.advance(16 * 60)  # the bot "was down": three slots of each job passed
+    assert await bot.services.scheduler.tick() == 2
+
+    def started() -> list[str]:
+        return [c for c in contents(bot, channel) if "⏰ Scheduled:" in c]
+
+    async with asyncio.timeout(TIMEOUT):
+        await bot.fake.wait_for_message(channel, lambda m: "⏰ Scheduled:" in m.content)
+    await done(bot)
+    assert len(started()) == 1  # the second waits for its turn on the clock
+    await bot.clock.advance(1)
+    async with asyncio.timeout(TIMEOUT):
+        await bot.services.scheduler.wait_started()
+    await done(bot)
+    assert len(started()) == 2
