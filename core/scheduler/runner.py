@@ -396,7 +396,12 @@ class ScheduleRunner:
             requested_by_name=job.owner_name,
             scope=job.scope,
         )
-        request = replace(request, session_key=key, title=f"⏰ {job.name}"[:100])
+        request = replace(
+            request,
+            session_key=key,
+            title=f"⏰ {job.name}"[:100],
+            metadata={"kept_after_run": True},  # a reply in its thread continues the run
+        )
         spawned = await self._subagents.spawn(request)
         self._started(job, run, key)
         channel = self._channel(job.conversation)

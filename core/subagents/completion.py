@@ -191,6 +191,11 @@ class TaskCompletion:
             self._finishing.discard(done)
             done.set_result(None)
 
+    def _kept(self, binding_id: str) -> bool:
+        """The run's thread stays bound after its task (see ``kept_after_run``)."""
+        binding = self._bindings.get(binding_id)
+        return binding is not None and binding.meta.kept_after_run
+
     def finishing(self) -> list[asyncio.Future[None]]:
         """Announcements under way (with their farewells), each done when it has ended."""
         return list(self._finishing)
@@ -198,7 +203,7 @@ class TaskCompletion:
     async def _finish(
         self, record: SubagentRecord, completion_id: str, claimed: PendingCompletion | None
     ) -> None:
-        if record.mode != "run" or record.binding_id is None:
+        if record.mode != "run" or record.binding_id is None or self._kept(record.binding_id):
             await self._delivery.deliver(completion_id, record, claimed)
             self._publish(SubagentFinished(record))
             return

@@ -161,6 +161,23 @@ class TestInAChannel:
         assert all(run.status in ("working", "finished") for run in await runs(bot, job.job_id))
         del threads
 
+    async def test_a_reply_in_a_run_thread_continues_that_run(self, start_bot: StartBot) -> None:
+        """The run's thread stays bound after its task: a reply there is a new turn of the
+        run's own session, with its context."""
+        bot = await start_bot(answer_with_last)
+        await run(bot, bot.world.alice, "schedule add", when="in 1h", task="weekly numbers")
+        await tick(bot, 3600)
+        await done(bot)
+        (binding,) = bot.services.bindings.live()
+        thread_id = int(binding.conversation.conversation_id)
+        assert (await bot.services.subagents.get(binding.target_session_key)).state == "completed"
+        await says(bot, thread_id, "and last week's?")
+        await settle(bot, binding.target_session_key)
+        assert contents(bot, thread_id)[-1].endswith("done: and last week's?")
+        agent = await bot.services.runtime.get(binding.target_session_key)
+        said = [m.content for m in agent.derive_messages() if m.role == "user"]
+        assert said[0] == "weekly numbers"
+
 
 class TestRules:
     async def test_a_bad_spec_is_refused_and_nothing_saved(self, start_bot: StartBot) -> None:
