@@ -36,6 +36,7 @@ __all__ = [
     "DeliveryFailed",
     "DeliveryFallback",
     "DeliverySent",
+    "DiscordRateLimited",
     "Event",
     "EventLogger",
     "LogEvent",
@@ -73,6 +74,7 @@ class LogEvent(StrEnum):
     SCHEDULER_RUN_FINISHED = "scheduler.run.finished"
     SCHEDULER_RUN_SKIPPED = "scheduler.run.skipped"
     SCHEDULER_RUN_MISSED = "scheduler.run.missed"
+    DISCORD_RATE_LIMITED = "discord.rate_limited"
 
 
 class EventLogger(Protocol):
@@ -341,6 +343,24 @@ class SchedulerRunMissed(_SchedulerRunEvent):
     due_count: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiscordRateLimited(Event):
+    """Discord answered 429 anyway (the bot paces itself to avoid it): one line per
+    incident, its first 429; the 429s that follow within its ``retry_after`` on the same
+    scope and bucket are that incident. ``scope``: ``global``, ``user`` (a route's or a
+    webhook's bucket) or ``shared``; the request was waited out and sent again."""
+
+    name: ClassVar[str] = LogEvent.DISCORD_RATE_LIMITED.value
+    level: ClassVar[Level] = "warning"
+
+    scope: str
+    method: str
+    route: str
+    bucket: str | None
+    retry_after: float | None
+    account: str | None
+
+
 EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     RoutingResolved,
     DeliverySent,
@@ -356,6 +376,7 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     SchedulerRunFinished,
     SchedulerRunSkipped,
     SchedulerRunMissed,
+    DiscordRateLimited,
 )
 
 OPTIONAL_FIELDS: Final = frozenset({"guild"})

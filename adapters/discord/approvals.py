@@ -24,6 +24,7 @@ from typing import Any, Final
 import discord
 
 from adapters.discord.delivery import ThreadDelivery
+from adapters.discord.pacing import Lane, lane
 from adapters.discord.tool_lines import short_arguments
 from core.agent.endings import BOT_CANCEL_REASONS, STOPPING, cancelled_by, is_cancel
 from core.agent.events import ApprovalRequested, ApprovalResolved
@@ -181,9 +182,10 @@ class ApprovalMessages:
             return
         message_id = await self._find(record, event.request_id) if event.resumed else None
         if message_id is None:
-            message_id = await self._delivery.bot_send(
-                record, text, view=approval_view(event.request_id, event.options)
-            )
+            with lane(Lane.PEOPLE):  # a person waits on it: ahead of deliveries and edits
+                message_id = await self._delivery.bot_send(
+                    record, text, view=approval_view(event.request_id, event.options)
+                )
         self._posted[event.request_id] = _Posted(message_id, call.name, call.arguments, external)
 
     async def settle(self, record: SessionBindingRecord, event: ApprovalResolved) -> None:

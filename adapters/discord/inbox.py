@@ -27,6 +27,7 @@ import discord
 
 from adapters.discord.delivery import persona_of
 from adapters.discord.ids import CHANNEL, conversation_of
+from adapters.discord.pacing import Lane, lane
 from core.attachments import refusal_text
 from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
@@ -218,8 +219,9 @@ class DiscordInbox:
 
     async def _reply(self, message: InboxMessage, text: str) -> None:
         try:
-            await self._partial(message).reply(
-                text[:2000], allowed_mentions=_NO_MENTIONS, mention_author=False
-            )
+            with lane(Lane.PEOPLE):  # an answer to a person goes before deliveries and edits
+                await self._partial(message).reply(
+                    text[:2000], allowed_mentions=_NO_MENTIONS, mention_author=False
+                )
         except (discord.HTTPException, RuntimeError):
             _log.warning("inbox.reply_failed", item_id=message.item_id)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from adapters.discord.pacing import Lane, lane
 from adapters.discord.text import MESSAGE_LIMIT, split_message
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
@@ -229,7 +230,9 @@ class StreamingMessage:
                 due = self._last_edit[index] + self._interval
                 now = self._clock.now()
                 if due <= now:
-                    self._ids[index] = await self._sink.edit(self._ids[index], part)
+                    # the final text is a delivery; an edit while it still grows, a stream's
+                    with lane(Lane.DELIVERY if self._closed else Lane.STREAM):
+                        self._ids[index] = await self._sink.edit(self._ids[index], part)
                     self._shown[index] = part
                     self._last_edit[index] = self._clock.now()
                 else:

@@ -51,6 +51,9 @@ class GroupSummary(_Model):
     runs_finished_by_result: dict[str, int] = {}
     """Scheduled runs ended (``scheduler.run.finished``), by the head of their ``result``
     (``finished``, a subagent's outcome, ``failed`` whatever the reason after it)."""
+    rate_limited_by_scope: dict[str, int] = {}
+    """Discord's 429 incidents (``discord.rate_limited``, one per incident) by scope:
+    ``global`` ones are what the bot's pacing must prevent."""
     runs_skipped: int = 0
     runs_missed: int = 0
     """``scheduler.run.missed`` lines: runs not made because the bot was down too long."""

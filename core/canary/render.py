@@ -76,6 +76,8 @@ def render_text(report: CanaryReport, *, source: str = "") -> str:
             f"  bindings     bound {g.bindings_bound}, unbound {g.bindings_unbound},"
             f" expired: {_counts(g.expiries_by_reason)}"
         )
+        if g.rate_limited_by_scope:
+            out.append(f"  429s         {_counts(g.rate_limited_by_scope)} (incidents, by scope)")
         if g.tasks_by_outcome:
             out.append(f"  tasks        {_counts(g.tasks_by_outcome)} (failures {g.task_failures})")
         if (scheduled := _scheduled(g)) is not None:

@@ -127,6 +127,7 @@ class _Group:
     expiries: Counter[str] = field(default_factory=Counter)
     tasks: Counter[str] = field(default_factory=Counter)
     runs_finished: Counter[str] = field(default_factory=Counter)
+    rate_limited: Counter[str] = field(default_factory=Counter)
     bound: int = 0
     unbound: int = 0
     runs_started: int = 0
@@ -146,6 +147,7 @@ class _Group:
             self.expiries,
             self.tasks,
             self.runs_finished,
+            self.rate_limited,
         )
         numbers = (self.bound, self.unbound, self.runs_started, self.runs_skipped, self.runs_missed)
         return not any(counters) and not any(numbers)
@@ -171,6 +173,7 @@ class _Group:
             runs_missed=self.runs_missed,
             missed_due_times=self.missed_due_times,
             duplicate_runs=self.duplicate_runs,
+            rate_limited_by_scope=dict(sorted(self.rate_limited.items())),
         )
 
 
@@ -323,6 +326,8 @@ def build_report(lines: Iterable[str], *, since_ts: datetime | None) -> CanaryRe
                 group.duplicate_runs += 1
         elif e.event == LogEvent.SCHEDULER_RUN_FINISHED:
             group.runs_finished[_result_head(e.get("result"))] += 1
+        elif e.event == LogEvent.DISCORD_RATE_LIMITED:
+            group.rate_limited[e.get("scope") or MISSING] += 1
         elif e.event == LogEvent.SCHEDULER_RUN_SKIPPED:
             group.runs_skipped += 1
         elif e.event == LogEvent.SCHEDULER_RUN_MISSED:

@@ -355,6 +355,9 @@ class DiscordEndpointsConfig(TomlTable):
     """How many gateway shards the bot has in all; unset: Discord's recommendation."""
     shard_ids: list[int] | None = None
     """The shards this process connects; unset: every shard (one process)."""
+    requests_per_second: float = Field(default=45.0, gt=0, le=50)
+    """Requests the bot starts per second with its token, at most (Discord allows 50 in
+    all): it paces itself below the global limit instead of learning it from 429s."""
     catch_up_max_messages: int = Field(default=50, ge=0, le=1000)
     """After a downtime, at most this many messages people wrote in one bound thread
     meanwhile are read back and answered (the thread says when more were cut); 0: none."""

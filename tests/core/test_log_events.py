@@ -143,6 +143,17 @@ SAMPLES: dict[str, tuple[type[log_events.Event], dict[str, Any]]] = {
         {**_RUN, "reason": "the previous run was still working"},
     ),
     LogEvent.SCHEDULER_RUN_MISSED: (log_events.SchedulerRunMissed, {**_RUN, "due_count": 3}),
+    LogEvent.DISCORD_RATE_LIMITED: (
+        log_events.DiscordRateLimited,
+        {
+            "scope": "user",
+            "method": "PATCH",
+            "route": "/webhooks/{id}/{token}/messages/{id}",
+            "bucket": "b1",
+            "retry_after": 1.5,
+            "account": "acct",
+        },
+    ),
 }
 
 

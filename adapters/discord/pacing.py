@@ -1,0 +1,205 @@
+"""Pacing the bot token's requests under Discord's global limit, people first.
+
+Discord allows a bot token 50 requests a second in all (interaction answers and
+webhook-token requests aside) and tells a bot it went over only with a 429;
+discord.py learns the global limit that way, and a bot that keeps hitting it is
+banned for an hour. So every request the bot makes with its token passes
+through one :class:`Pacer` per token (per account), which starts at most
+``[discord] requests_per_second`` of them a second (45 by default: headroom
+for what discord.py itself sends), never more than that within any second.
+
+What waits is served by lane, highest first (:class:`Lane`): acknowledging
+people (a 🧭 / 📥 / ⚠️ reaction, a reply to a command, an approval prompt),
+then deliveries (announcements, final text, intros, notices), then streaming
+edits. A streaming edit of a message whose previous edit still waits takes
+that one's place in the queue (both callers get the one answer): a stream is
+never queued twice, so with a thousand streams each still moves, in turn.
+
+The lane is the caller's to say, with :func:`lane` around the call (a
+reaction is recognised by its route); what says nothing is a delivery. The
+per-route buckets stay discord.py's, which reads Discord's headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, TypeVar
+
+__all__ = ["Lane", "Pacer", "lane", "pace_http"]
+
+T = TypeVar("T")
+
+BURST = 5
+"""Requests that may start at once after a quiet spell; with ``rate`` a second on top,
+no second ever sees more than ``rate + BURST`` (50 at the default 45)."""
+
+
+class Lane(IntEnum):
+    """What a request is for, most urgent first."""
+
+    PEOPLE = 0
+    """Acknowledging a person: a reaction on their message, a reply, an approval prompt."""
+    DELIVERY = 1
+    """An announcement, a final text, an intro or a notice (what says nothing)."""
+    STREAM = 2
+    """A streaming edit: superseded by the next one of the same message."""
+
+
+_LANE: ContextVar[Lane] = ContextVar("threadbound_discord_lane", default=Lane.DELIVERY)
+
+
+@contextlib.contextmanager
+def lane(value: Lane) -> Iterator[None]:
+    """Requests made inside go in ``value``'s lane (tasks started inside inherit it)."""
+    token = _LANE.set(value)
+    try:
+        yield
+    finally:
+        _LANE.reset(token)
+
+
+def current_lane() -> Lane:
+    return _LANE.get()
+
+
+@dataclass(slots=True)
+class _Waiting:
+    send: Callable[[], Awaitable[Any]]
+    done: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    key: str | None = None
+
+
+class Pacer:
+    """Starts requests at most ``rate`` a second, by lane; coalesces streaming edits.
+
+    ``clock`` is monotonic seconds and ``sleep`` waits some (real time: Discord's
+    limits are); a test gives its own. The dispatcher runs only while something waits.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        burst: int = BURST,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        self.rate = rate
+        self._burst = max(1, burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(self._burst)
+        self._stamp = clock()
+        self._lanes: dict[Lane, deque[_Waiting]] = {lane_: deque() for lane_ in Lane}
+        self._streams: dict[str, _Waiting] = {}
+        self._wake = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Future[None]] = set()
+        self.started = 0
+        """Requests started so far."""
+        self.coalesced = 0
+        """Streaming edits that took the place of an earlier one still waiting."""
+
+    async def run(self, send: Callable[[], Awaitable[T]], *, key: str | None = None) -> T:
+        """``await send()`` once this request's turn comes; its lane is the context's.
+
+        ``key`` names what a streaming edit changes (the message): a later edit of the
+        same key while this one waits replaces it, and this caller gets its answer.
+        """
+        which = current_lane()
+        if which is Lane.STREAM and key is not None:
+            earlier = self._streams.get(key)
+            if earlier is not None and not earlier.done.done():
+                earlier.send = send  # the newest text goes, in the place the first one held
+                self.coalesced += 1
+                return await asyncio.shield(earlier.done)
+        waiting = _Waiting(send, key=key if which is Lane.STREAM else None)
+        if waiting.key is not None:
+            self._streams[waiting.key] = waiting
+        self._lanes[which].append(waiting)
+        self._wake.set()
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = asyncio.create_task(self._dispatch())
+        return await asyncio.shield(waiting.done)
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(queue) for queue in self._lanes.values())
+
+    async def _dispatch(self) -> None:
+        """Take a token, then the most urgent request waiting at that moment (one that
+        arrived during the wait may go first), and start it; stop when none waits."""
+        while True:
+            await self._token()
+            waiting = self._next()
+            if waiting is None:
+                self._tokens = min(self._burst, self._tokens + 1)  # not spent
+                return
+            if waiting.key is not None and self._streams.get(waiting.key) is waiting:
+                del self._streams[waiting.key]
+            self.started += 1
+            sending = asyncio.ensure_future(self._send(waiting))
+            self._sending.add(sending)  # asyncio keeps only a weak reference to a task
+            sending.add_done_callback(self._sending.discard)
+
+    def _next(self) -> _Waiting | None:
+        for queue in self._lanes.values():  # in lane order: people first
+            if queue:
+                return queue.popleft()
+        return None
+
+    async def _token(self) -> None:
+        """Wait for a token of the bucket (``burst`` deep, ``rate`` a second)."""
+        while True:
+            now = self._clock()
+            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            if self._tokens >= 1 - 1e-9:  # (a float short of 1 would never fill up)
+                self._tokens = max(0.0, self._tokens - 1)
+                return
+            await self._sleep((1 - self._tokens) / self.rate)
+
+    @staticmethod
+    async def _send(waiting: _Waiting) -> None:
+        try:
+            result = await waiting.send()
+        except BaseException as exc:  # the caller's to handle, as if it had sent it
+            if not waiting.done.done():
+                waiting.done.set_exception(exc)
+                waiting.done.exception()  # retrieved: its caller may have stopped waiting
+            return
+        if not waiting.done.done():
+            waiting.done.set_result(result)
+
+
+_REACTIONS = "/reactions/"
+
+
+def pace_http(http: Any, pacer: Pacer) -> None:
+    """Put every request of discord.py's ``HTTPClient`` (the bot token's) through
+    ``pacer``: a reaction goes in the people's lane, a streaming edit is keyed by the
+    message it edits."""
+    request = http.request
+
+    async def paced(route: Any, **kwargs: Any) -> Any:
+        path = route.path
+        key = None
+        if _REACTIONS in path:
+            with lane(Lane.PEOPLE):
+                return await pacer.run(lambda: request(route, **kwargs))
+        if current_lane() is Lane.STREAM and route.method == "PATCH":
+            key = f"{route.method} {route.url}"
+        return await pacer.run(lambda: request(route, **kwargs), key=key)
+
+    http.request = paced

@@ -1,0 +1,168 @@
+"""The bot token's pacer: a rate never exceeded, people first, streaming edits coalesced;
+and the 429 watch that logs an incident once."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from adapters.discord.pacing import Lane, Pacer, lane, pace_http
+from adapters.discord.rate_limits import RateLimitWatch, route_of
+
+
+class Time:
+    """Monotonic seconds that move only when the pacer sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.held = asyncio.Event()
+        self.held.set()
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)  # what was started before the wait runs at the time it started
+        await self.held.wait()  # a test may keep the pacer waiting while it queues more
+        self.now += seconds
+
+
+def pacer(rate: float = 10, burst: int = 1) -> tuple[Pacer, Time]:
+    clock = Time()
+    return Pacer(rate, burst=burst, clock=clock, sleep=clock.sleep), clock
+
+
+async def test_requests_start_no_faster_than_the_rate() -> None:
+    pace, clock = pacer(rate=10, burst=2)
+    started: list[float] = []
+
+    async def send() -> None:
+        started.append(clock.now)
+
+    await asyncio.gather(*(pace.run(send) for _ in range(12)))
+    assert len(started) == 12
+    for first in started:  # any window of one second holds at most rate + burst starts
+        assert sum(1 for t in started if first <= t < first + 1) <= 12
+    assert started[:2] == [0.0, 0.0]  # the burst
+    assert started[-1] == pytest.approx(1.0)  # then one every 0.1 s
+
+
+async def test_people_go_first_then_deliveries_then_streams() -> None:
+    pace, _ = pacer(rate=10, burst=1)
+    order: list[str] = []
+
+    async def send(name: str) -> str:
+        order.append(name)
+        return name
+
+    first = asyncio.ensure_future(pace.run(lambda: send("first")))  # takes the one token
+    await asyncio.sleep(0)
+    with lane(Lane.STREAM):
+        stream = asyncio.ensure_future(pace.run(lambda: send("stream"), key="m1"))
+    delivery = asyncio.ensure_future(pace.run(lambda: send("delivery")))
+    with lane(Lane.PEOPLE):
+        person = asyncio.ensure_future(pace.run(lambda: send("person")))
+    await asyncio.gather(first, stream, delivery, person)
+    assert order == ["first", "person", "delivery", "stream"]
+
+
+async def test_a_waiting_streaming_edit_is_replaced_by_the_next_one() -> None:
+    """Never queued twice: the newer edit takes the older one's place, both get its answer."""
+    pace, clock = pacer(rate=10, burst=1)
+    sent: list[str] = []
+
+    async def edit(text: str) -> str:
+        sent.append(text)
+        return f"shown: {text}"
+
+    clock.held.clear()  # the pacer waits for its next token until the edits are queued
+    with lane(Lane.DELIVERY):
+        blocker = asyncio.ensure_future(pace.run(lambda: edit("other")))
+    await asyncio.sleep(0)
+    with lane(Lane.STREAM):
+        older = asyncio.ensure_future(pace.run(lambda: edit("Paris has"), key="PATCH m1"))
+        await asyncio.sleep(0)
+        newer = asyncio.ensure_future(pace.run(lambda: edit("Paris has three"), key="PATCH m1"))
+        other = asyncio.ensure_future(pace.run(lambda: edit("Rome"), key="PATCH m2"))
+    await asyncio.sleep(0)
+    clock.held.set()
+    results = await asyncio.gather(blocker, older, newer, other)
+    assert sent == ["other", "Paris has three", "Rome"]
+    assert results[1] == results[2] == "shown: Paris has three"
+    assert pace.coalesced == 1
+
+
+async def test_a_failure_reaches_its_caller() -> None:
+    pace, _ = pacer()
+
+    async def boom() -> None:
+        raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        await pace.run(boom)
+    assert pace.waiting == 0
+
+
+async def test_discord_py_requests_are_paced_and_reactions_go_first() -> None:
+    pace, _ = pacer(rate=10, burst=1)
+    sent: list[str] = []
+
+    class Http:
+        async def request(self, route: Any, **_kwargs: Any) -> str:
+            sent.append(route.path)
+            return route.path
+
+    http = Http()
+    pace_http(http, pace)
+
+    def route(method: str, path: str) -> Any:
+        return SimpleNamespace(method=method, path=path, url=f"https://discord/api/v10{path}")
+
+    first = asyncio.ensure_future(http.request(route("POST", "/channels/1/messages")))
+    await asyncio.sleep(0)
+    later = asyncio.ensure_future(http.request(route("POST", "/channels/2/messages")))
+    reaction = asyncio.ensure_future(
+        http.request(route("PUT", "/channels/3/messages/4/reactions/%F0%9F%A7%AD/@me"))
+    )
+    await asyncio.gather(first, later, reaction)
+    assert sent == [
+        "/channels/1/messages",
+        "/channels/3/messages/4/reactions/%F0%9F%A7%AD/@me",
+        "/channels/2/messages",
+    ]
+
+
+class TestRateLimitWatch:
+    @staticmethod
+    def answer(path: str, **headers: str) -> Any:
+        response = SimpleNamespace(status=429, headers=headers)
+        return SimpleNamespace(
+            response=response, method="POST", url=SimpleNamespace(path=f"/api/v10{path}")
+        )
+
+    async def test_an_incident_is_logged_once_with_its_scope(self) -> None:
+        clock = Time()
+        watch = RateLimitWatch("default", clock=clock)
+        path = "/webhooks/1234567890123456789/secret-token/messages/1234567890123456790"
+        limited = self.answer(path, **{"X-RateLimit-Scope": "user", "Retry-After": "2"})
+        with capture_logs() as logs:
+            await watch._ended(None, None, limited)  # type: ignore[arg-type]
+            clock.now += 1
+            await watch._ended(None, None, limited)  # type: ignore[arg-type]  # same incident
+            clock.now += 2
+            await watch._ended(None, None, limited)  # type: ignore[arg-type]  # a new one
+        events = [e for e in logs if e["event"] == "discord.rate_limited"]
+        assert len(events) == 2
+        assert (watch.limited, watch.incidents) == (3, 2)
+        assert events[0]["scope"] == "user"
+        assert events[0]["route"] == "/webhooks/{id}/{token}/messages/{id}"
+        assert "secret-token" not in str(events)
+
+    def test_a_route_names_no_id_and_no_token(self) -> None:
+        assert route_of("/api/v10/channels/1234567890123456789/messages?x=1") == (
+            "/channels/{id}/messages"
+        )
