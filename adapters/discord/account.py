@@ -59,7 +59,11 @@ class AccountRuntime:
         self.settings = services.config.discord
         """The ``[discord]`` table: what this account's Discord side is set to."""
         self.manager: ThreadBindingManager = managers.get_or_create(account_id, client)
-        self.webhooks = WebhookPool(self.manager, clock=services.clock)
+        self.webhooks = WebhookPool(
+            self.manager,
+            clock=services.clock,
+            requests_per_second=self.settings.webhook_requests_per_second,
+        )
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self.approvals = ApprovalMessages(self.delivery)
         self.inbox = DiscordInbox(

@@ -35,6 +35,7 @@ import asyncio
 import io
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, Literal, TypeVar
 
 import discord
@@ -287,13 +288,16 @@ class ThreadDelivery:
                     self._failed(record, "webhook", exc, code=exc.code, taken_over=True)
                 return await self._bot_post(record, content, speaker)
             try:
-                message = await hook.send(
-                    content,
-                    username=persona.name,
-                    avatar_url=persona.avatar_url or discord.utils.MISSING,
-                    thread=self._thread(record),
-                    allowed_mentions=_NO_MENTIONS,
-                    wait=True,
+                message = await self._webhooks.pacer(parent).run(
+                    partial(
+                        hook.send,
+                        content,
+                        username=persona.name,
+                        avatar_url=persona.avatar_url or discord.utils.MISSING,
+                        thread=self._thread(record),
+                        allowed_mentions=_NO_MENTIONS,
+                        wait=True,
+                    )
                 )
                 return Posted(str(message.id), "webhook")
             except discord.NotFound as exc:
@@ -309,12 +313,16 @@ class ThreadDelivery:
         self, record: SessionBindingRecord, sent: Posted, persona: Persona, content: str
     ) -> None:
         if sent.path == "webhook":
-            hook = await self._webhooks.get(self._parent_id(record))
-            await hook.edit_message(
-                int(sent.message_id),
-                content=content,
-                allowed_mentions=_NO_MENTIONS,
-                thread=self._thread(record),
+            parent = self._parent_id(record)
+            hook = await self._webhooks.get(parent)
+            await self._webhooks.pacer(parent).run(
+                lambda: hook.edit_message(
+                    int(sent.message_id),
+                    content=content,
+                    allowed_mentions=_NO_MENTIONS,
+                    thread=self._thread(record),
+                ),
+                key=f"edit {sent.message_id}",
             )
         else:  # the bot posted it for the persona: it keeps the persona's name
             thread = await self._thread_of(record)

@@ -21,6 +21,7 @@ import discord
 
 from adapters.discord.ids import snowflake
 from adapters.discord.manager import ThreadBindingManager
+from adapters.discord.pacing import Pacer
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
 from core.logging import get_logger
@@ -48,8 +49,16 @@ class WebhookUnavailable(DeliveryError):
 class WebhookPool:
     """The persona webhooks of one account, keyed by parent channel id."""
 
-    def __init__(self, manager: ThreadBindingManager, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        manager: ThreadBindingManager,
+        *,
+        clock: Clock | None = None,
+        requests_per_second: float = 2.0,
+    ) -> None:
         self._manager = manager
+        self._rate = requests_per_second
+        self._pacers: dict[int, Pacer] = {}
         self._clock: Clock = clock or SystemClock()
         self._hooks: dict[int, discord.Webhook] = {}
         self._refused: dict[int, tuple[WebhookUnavailable, datetime]] = {}
@@ -68,6 +77,16 @@ class WebhookPool:
                 self._raise_if_refused(key)
                 hook = self._hooks[key] = await self._find_or_create_once(key)
             return hook
+
+    def pacer(self, parent_id: str | int) -> Pacer:
+        """The pacer of the channel's webhook: its posts and edits at most ``rate`` a second
+        (one at a time after a pause: Discord's window is 5 per 2 s), final text before
+        streaming edits."""
+        key = snowflake(parent_id)
+        pacer = self._pacers.get(key)
+        if pacer is None:
+            pacer = self._pacers[key] = Pacer(self._rate, burst=1)
+        return pacer
 
     def forget(self, parent_id: str | int) -> None:
         """Drop a webhook Discord no longer knows; the next send makes a new one."""

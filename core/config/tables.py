@@ -358,6 +358,10 @@ class DiscordEndpointsConfig(TomlTable):
     requests_per_second: float = Field(default=45.0, gt=0, le=50)
     """Requests the bot starts per second with its token, at most (Discord allows 50 in
     all): it paces itself below the global limit instead of learning it from 429s."""
+    webhook_requests_per_second: float = Field(default=2.0, gt=0, le=50)
+    """Requests (posts, edits) the bot starts per second through one persona webhook, at
+    most: Discord's bucket per webhook is commonly 5 per 2 seconds. The final text of an
+    answer goes before streaming edits waiting on the same webhook."""
     catch_up_max_messages: int = Field(default=50, ge=0, le=1000)
     """After a downtime, at most this many messages people wrote in one bound thread
     meanwhile are read back and answered (the thread says when more were cut); 0: none."""

@@ -69,7 +69,13 @@ async def start_bot(
                 "channels": {
                     "discord": {"threadBindings": {"spawnSubagentSessions": spawn_threads}}
                 },
-                "discord": {"command_guild_ids": [world.guild.id], **(discord_settings or {})},
+                "discord": {
+                    "command_guild_ids": [world.guild.id],
+                    # The fake answers at once and limits nothing unless a test says so:
+                    # a webhook paced at Discord's 2 a second would slow every stream here.
+                    "webhook_requests_per_second": 50,
+                    **(discord_settings or {}),
+                },
                 "agents": agents or {},
                 # 0: no timeout sleeper on the fake clock unless a test asks for one
                 "agent": {"subagent_timeout_seconds": subagent_timeout, **(agent_settings or {})},
