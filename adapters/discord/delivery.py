@@ -53,6 +53,7 @@ from adapters.discord.errors import (
 )
 from adapters.discord.ids import snowflake
 from adapters.discord.manager import ThreadBindingManager
+from adapters.discord.pacing import text_source
 from adapters.discord.retry import retrying
 from adapters.discord.text import MESSAGE_LIMIT
 from adapters.discord.webhooks import WebhookPool, WebhookUnavailable
@@ -315,10 +316,11 @@ class ThreadDelivery:
         if sent.path == "webhook":
             parent = self._parent_id(record)
             hook = await self._webhooks.get(parent)
+            text = text_source(content)  # a streaming edit that waits sends the newest words
             await self._webhooks.pacer(parent).run(
                 lambda: hook.edit_message(
                     int(sent.message_id),
-                    content=content,
+                    content=text(),
                     allowed_mentions=_NO_MENTIONS,
                     thread=self._thread(record),
                 ),

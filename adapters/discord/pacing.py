@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
-__all__ = ["Lane", "Pacer", "lane", "pace_http"]
+__all__ = ["Lane", "Pacer", "lane", "newest_text", "pace_http", "text_source"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,27 @@ def lane(value: Lane) -> Iterator[None]:
 
 def current_lane() -> Lane:
     return _LANE.get()
+
+
+_NEWEST: ContextVar[Callable[[], str] | None] = ContextVar("threadbound_newest", default=None)
+
+
+@contextlib.contextmanager
+def newest_text(provider: Callable[[], str]) -> Iterator[None]:
+    """An edit made inside sends what ``provider()`` says when its turn comes, not the text
+    it was asked with: a streaming edit that waited carries the stream's newest words."""
+    token = _NEWEST.set(provider)
+    try:
+        yield
+    finally:
+        _NEWEST.reset(token)
+
+
+def text_source(content: str) -> Callable[[], str]:
+    """What an edit sends, read when it is sent; call it where the edit is asked (the
+    caller's context says whether a newer text may replace ``content``)."""
+    provider = _NEWEST.get()
+    return provider if provider is not None else lambda: content
 
 
 @dataclass(slots=True)

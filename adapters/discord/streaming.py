@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from adapters.discord.pacing import Lane, lane
+from adapters.discord.pacing import Lane, lane, newest_text
 from adapters.discord.text import MESSAGE_LIMIT, split_message
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
@@ -215,6 +215,23 @@ class StreamingMessage:
     def _in_sync(self) -> bool:
         return self._shown == self._parts()
 
+    async def _edit(self, index: int, part: str) -> None:
+        """Edit one part. The final text is a delivery, an edit while the text still grows a
+        stream's (paced after deliveries); an edit that waited its turn sends the part's
+        newest text, and what it sent is what the part shows."""
+        sent = part
+
+        def newest() -> str:
+            nonlocal sent
+            parts = self._parts()
+            sent = parts[index] if index < len(parts) else part
+            return sent
+
+        with lane(Lane.DELIVERY if self._closed else Lane.STREAM), newest_text(newest):
+            self._ids[index] = await self._sink.edit(self._ids[index], part)
+        self._shown[index] = sent
+        self._last_edit[index] = self._clock.now()
+
     async def _sync(self) -> None:
         """Bring every part up to date: new parts are sent, changed ones edited when allowed.
 
@@ -230,11 +247,7 @@ class StreamingMessage:
                 due = self._last_edit[index] + self._interval
                 now = self._clock.now()
                 if due <= now:
-                    # the final text is a delivery; an edit while it still grows, a stream's
-                    with lane(Lane.DELIVERY if self._closed else Lane.STREAM):
-                        self._ids[index] = await self._sink.edit(self._ids[index], part)
-                    self._shown[index] = part
-                    self._last_edit[index] = self._clock.now()
+                    await self._edit(index, part)
                 else:
                     waits.append((due - now).total_seconds())
             if waits:

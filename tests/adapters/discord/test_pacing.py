@@ -166,3 +166,37 @@ class TestRateLimitWatch:
         assert route_of("/api/v10/channels/1234567890123456789/messages?x=1") == (
             "/channels/{id}/messages"
         )
+
+
+async def test_a_streaming_edit_that_waited_sends_the_newest_words() -> None:
+    """The edit is asked with the text of its time; while it waits its turn (the webhook
+    busy with other threads) the stream grows; what goes is the newest text, and the
+    stream counts that as shown (no second edit for words already there)."""
+    from adapters.discord.pacing import text_source
+    from adapters.discord.streaming import StreamingMessage
+    from core.clock import FakeClock
+
+    clock = FakeClock()
+    turn = asyncio.Event()
+    edits: list[str] = []
+
+    class WaitingSink:
+        async def send(self, content: str) -> str:
+            return "m1"
+
+        async def edit(self, message_id: str, content: str) -> str:
+            text = text_source(content)  # read where the edit is asked, sent later
+            await turn.wait()
+            edits.append(text())
+            return message_id
+
+    stream = StreamingMessage(WaitingSink(), clock=clock)
+    stream.append("Paris")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    stream.append(" has")
+    await clock.advance(1)  # the edit is asked ("Paris has") and waits its turn
+    stream.append(" three options")
+    turn.set()
+    await stream.close()
+    assert edits == ["Paris has three options"]
