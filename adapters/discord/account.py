@@ -63,6 +63,7 @@ class AccountRuntime:
             self.manager,
             clock=services.clock,
             requests_per_second=self.settings.webhook_requests_per_second,
+            per_channel=self.settings.webhooks_per_channel,
         )
         self.delivery = ThreadDelivery(self.manager, self.webhooks, services.bindings)
         self.approvals = ApprovalMessages(self.delivery)

@@ -58,7 +58,7 @@ from adapters.discord.retry import retrying
 from adapters.discord.text import MESSAGE_LIMIT
 from adapters.discord.webhooks import WebhookPool, WebhookUnavailable
 from core import log_events
-from core.bindings.records import SessionBindingRecord
+from core.bindings.records import BindingMetadata, SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.config import DEFAULT_DISPLAY_NAME
 from core.errors import DeliveryError
@@ -283,13 +283,13 @@ class ThreadDelivery:
         speaker = None if signed else persona
         for attempt in (1, 2):
             try:
-                hook = await self._webhooks.get(parent)
+                hook = await self._hook(record)
             except WebhookUnavailable as exc:  # no webhook to be had (Manage Webhooks missing)
                 if not exc.repeated:
                     self._failed(record, "webhook", exc, code=exc.code, taken_over=True)
                 return await self._bot_post(record, content, speaker)
             try:
-                message = await self._webhooks.pacer(parent).run(
+                message = await self._webhooks.pacer(hook).run(
                     partial(
                         hook.send,
                         content,
@@ -300,11 +300,12 @@ class ThreadDelivery:
                         wait=True,
                     )
                 )
+                await self._remember_hook(record, hook)
                 return Posted(str(message.id), "webhook")
             except discord.NotFound as exc:
                 if exc.code != UNKNOWN_WEBHOOK or attempt == 2:
                     raise
-                self._webhooks.forget(parent)  # deleted under us: make a new one, once
+                self._webhooks.forget(parent, hook.id)  # deleted under us: another, once
             except discord.Forbidden as exc:  # the webhook refuses: the bot speaks instead
                 self._failed(record, "webhook", exc, code=exc.code, taken_over=True)
                 return await self._bot_post(record, content, speaker)
@@ -314,10 +315,9 @@ class ThreadDelivery:
         self, record: SessionBindingRecord, sent: Posted, persona: Persona, content: str
     ) -> None:
         if sent.path == "webhook":
-            parent = self._parent_id(record)
-            hook = await self._webhooks.get(parent)
+            hook = await self._hook(record)  # the one that posted the thread's messages
             text = text_source(content)  # a streaming edit that waits sends the newest words
-            await self._webhooks.pacer(parent).run(
+            await self._webhooks.pacer(hook).run(
                 lambda: hook.edit_message(
                     int(sent.message_id),
                     content=text(),
@@ -331,6 +331,28 @@ class ThreadDelivery:
             await thread.get_partial_message(int(sent.message_id)).edit(
                 content=spoken_by(persona, content), allowed_mentions=_NO_MENTIONS
             )
+
+    async def _hook(self, record: SessionBindingRecord) -> discord.Webhook:
+        """The webhook the record's thread speaks through (its own, once it has one)."""
+        current = self.bindings.get(record.binding_id) or record
+        return await self._webhooks.get(
+            self._parent_id(record),
+            record.conversation.conversation_id,
+            current.meta.webhook_id,
+        )
+
+    async def _remember_hook(self, record: SessionBindingRecord, hook: discord.Webhook) -> None:
+        """Record the thread's webhook in its binding: after a restart its messages are
+        edited through the webhook that posted them (a failure costs only a repost)."""
+        current = self.bindings.active(record.binding_id)
+        if current is None or current.meta.webhook_id == str(hook.id):
+            return
+        try:
+            await self.bindings.update_metadata(
+                record.binding_id, BindingMetadata(webhook_id=str(hook.id))
+            )
+        except Exception:
+            _log.warning("delivery.webhook_not_recorded", binding_id=record.binding_id)
 
     async def _bot_post(
         self,

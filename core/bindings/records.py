@@ -150,6 +150,9 @@ class BindingMetadata(BaseModel):
     read_after: str | None = None
     """The channel's id before which nothing in the conversation is the session's
     (the command that bound an existing thread)."""
+    webhook_id: str | None = None
+    """The persona webhook the conversation's messages are posted through (a webhook
+    edits only its own messages, and a channel's threads are spread over several)."""
     kept_after_run: bool = False
     """A run-mode subagent's thread that stays bound once its task ended (a scheduled
     run's): a reply there continues that run's session, until the idle window ends it."""

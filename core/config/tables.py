@@ -358,6 +358,9 @@ class DiscordEndpointsConfig(TomlTable):
     requests_per_second: float = Field(default=45.0, gt=0, le=50)
     """Requests the bot starts per second with its token, at most (Discord allows 50 in
     all): it paces itself below the global limit instead of learning it from 429s."""
+    webhooks_per_channel: int = Field(default=10, ge=1, le=15)
+    """Persona webhooks the bot makes in one channel, at most (Discord allows 15): a busy
+    channel's threads are spread over them, each thread keeping its own."""
     webhook_requests_per_second: float = Field(default=2.0, gt=0, le=50)
     """Requests (posts, edits) the bot starts per second through one persona webhook, at
     most: Discord's bucket per webhook is commonly 5 per 2 seconds. The final text of an

@@ -57,18 +57,31 @@ class TestSpawn:
         webhooks = bot.fake.webhooks_in(bot.world.channel.id)
         assert len(webhooks) == 1
 
-    async def test_second_spawn_reuses_the_channel_webhook(self, start_bot: StartBot) -> None:
-        """Two subagents under one channel share its webhook, each with its own persona."""
+    @pytest.mark.parametrize(("per_channel", "webhooks"), [(1, 1), (10, 2)])
+    async def test_a_channel_s_threads_are_spread_over_its_webhooks(
+        self, start_bot: StartBot, per_channel: int, webhooks: int
+    ) -> None:
+        """Two subagents under one channel: each thread gets a webhook of its own while the
+        channel has room (``webhooks_per_channel``), else they share one; either way each
+        speaks with its own persona, and a thread's binding records its webhook."""
         bot = await start_bot(
             lambda _messages: Step(text="done"),
             agents={name.lower(): {"display_name": name} for name in ("One", "Two")},
+            discord_settings={"webhooks_per_channel": per_channel},
         )
         for name in ("One", "Two"):
             await spawn(bot, f"task for {name}", agent=name.lower(), mode="session")
         records = bot.services.bindings.live()
         for record in records:
             await settle(bot, record.target_session_key)
-        assert len(bot.fake.webhooks_in(bot.world.channel.id)) == 1
+        hooks = bot.fake.webhooks_in(bot.world.channel.id)
+        assert len(hooks) == webhooks
+        recorded = {bot.services.bindings.get(r.binding_id).meta.webhook_id for r in records}
+        assert recorded == {str(h.id) for h in hooks}
+        for record in records:  # every persona message of a thread came through its webhook
+            thread = int(record.conversation.conversation_id)
+            hook = bot.services.bindings.get(record.binding_id).meta.webhook_id
+            assert {str(m.webhook_id) for m in persona_messages(bot.fake, thread)} == {hook}
         names = sorted(
             {
                 m.username
