@@ -90,20 +90,28 @@ def text_source(content: str) -> Callable[[], str]:
     return provider if provider is not None else lambda: content
 
 
-@dataclass(slots=True)
-class _Waiting:
-    send: Callable[[], Awaitable[Any]]
-    done: asyncio.Future[Any] = field(
+@dataclass(slots=True, eq=False)
+class _Ticket:
+    """One request's place in the queue. ``granted`` says when it may go: None, send now;
+    a newer ticket, it was superseded (its ``answer`` follows that one's)."""
+
+    lane: Lane
+    key: str | None
+    granted: asyncio.Future[_Ticket | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
-    key: str | None = None
+    answer: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class Pacer:
-    """Starts requests at most ``rate`` a second, by lane; coalesces streaming edits.
+    """Lets requests go at most ``rate`` a second, by lane; coalesces streaming edits.
 
-    ``clock`` is monotonic seconds and ``sleep`` waits some (real time: Discord's
-    limits are); a test gives its own. The dispatcher runs only while something waits.
+    A request is sent by its own caller, in its own task, once its turn comes: a caller
+    cancelled (a stop, a timeout) takes its request with it, as it would unpaced.
+    ``clock`` is monotonic seconds and ``sleep`` waits some (real time: Discord's limits
+    are); a test gives its own. The dispatcher runs only while something waits.
     """
 
     def __init__(
@@ -122,13 +130,11 @@ class Pacer:
         self._sleep = sleep
         self._tokens = float(self._burst)
         self._stamp = clock()
-        self._lanes: dict[Lane, deque[_Waiting]] = {lane_: deque() for lane_ in Lane}
-        self._streams: dict[str, _Waiting] = {}
-        self._wake = asyncio.Event()
+        self._lanes: dict[Lane, deque[_Ticket]] = {lane_: deque() for lane_ in Lane}
+        self._streams: dict[str, _Ticket] = {}
         self._dispatcher: asyncio.Task[None] | None = None
-        self._sending: set[asyncio.Future[None]] = set()
         self.started = 0
-        """Requests started so far."""
+        """Requests let go so far."""
         self.coalesced = 0
         """Streaming edits that took the place of an earlier one still waiting."""
 
@@ -136,48 +142,75 @@ class Pacer:
         """``await send()`` once this request's turn comes; its lane is the context's.
 
         ``key`` names what a streaming edit changes (the message): a later edit of the
-        same key while this one waits replaces it, and this caller gets its answer.
+        same key while this one waits takes its place, and this caller gets its answer.
         """
         which = current_lane()
-        if which is Lane.STREAM and key is not None:
-            earlier = self._streams.get(key)
-            if earlier is not None and not earlier.done.done():
-                earlier.send = send  # the newest text goes, in the place the first one held
-                self.coalesced += 1
-                return await asyncio.shield(earlier.done)
-        waiting = _Waiting(send, key=key if which is Lane.STREAM else None)
-        if waiting.key is not None:
-            self._streams[waiting.key] = waiting
-        self._lanes[which].append(waiting)
-        self._wake.set()
+        ticket = _Ticket(which, key if which is Lane.STREAM else None)
+        earlier = self._streams.get(ticket.key) if ticket.key is not None else None
+        queue = self._lanes[which]
+        if earlier is not None and not earlier.granted.done():
+            queue[queue.index(earlier)] = ticket  # the newest text, where the first one stood
+            _follow(earlier, ticket)
+            earlier.granted.set_result(ticket)
+            self.coalesced += 1
+        else:
+            queue.append(ticket)
+        if ticket.key is not None:
+            self._streams[ticket.key] = ticket
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch())
-        return await asyncio.shield(waiting.done)
+        try:
+            newer = await ticket.granted
+        except asyncio.CancelledError:
+            self._leave(ticket)
+            raise
+        if newer is not None:  # superseded: the newer edit's answer is this one's too
+            result: T = await ticket.answer
+            return result
+        try:
+            sent = await send()
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                ticket.answer.cancel()
+            else:
+                ticket.answer.set_exception(exc)
+                ticket.answer.exception()  # retrieved: nobody may be following it
+            raise
+        ticket.answer.set_result(sent)
+        return sent
 
     @property
     def waiting(self) -> int:
         return sum(len(queue) for queue in self._lanes.values())
 
+    def _leave(self, ticket: _Ticket) -> None:
+        """A caller that gave up waiting: its request leaves the queue unsent."""
+        with contextlib.suppress(ValueError):
+            self._lanes[ticket.lane].remove(ticket)
+        if ticket.key is not None and self._streams.get(ticket.key) is ticket:
+            del self._streams[ticket.key]
+        ticket.answer.cancel()
+
     async def _dispatch(self) -> None:
-        """Take a token, then the most urgent request waiting at that moment (one that
-        arrived during the wait may go first), and start it; stop when none waits."""
+        """Take a token, then let the most urgent request waiting at that moment go (one
+        that arrived during the wait may go first); stop when none waits."""
         while True:
             await self._token()
-            waiting = self._next()
-            if waiting is None:
+            ticket = self._next()
+            if ticket is None:
                 self._tokens = min(self._burst, self._tokens + 1)  # not spent
                 return
-            if waiting.key is not None and self._streams.get(waiting.key) is waiting:
-                del self._streams[waiting.key]
+            if ticket.key is not None and self._streams.get(ticket.key) is ticket:
+                del self._streams[ticket.key]
             self.started += 1
-            sending = asyncio.ensure_future(self._send(waiting))
-            self._sending.add(sending)  # asyncio keeps only a weak reference to a task
-            sending.add_done_callback(self._sending.discard)
+            ticket.granted.set_result(None)
 
-    def _next(self) -> _Waiting | None:
+    def _next(self) -> _Ticket | None:
         for queue in self._lanes.values():  # in lane order: people first
-            if queue:
-                return queue.popleft()
+            while queue:
+                ticket = queue.popleft()
+                if not ticket.granted.done():  # (a cancelled caller's is done)
+                    return ticket
         return None
 
     async def _token(self) -> None:
@@ -191,17 +224,21 @@ class Pacer:
                 return
             await self._sleep((1 - self._tokens) / self.rate)
 
-    @staticmethod
-    async def _send(waiting: _Waiting) -> None:
-        try:
-            result = await waiting.send()
-        except BaseException as exc:  # the caller's to handle, as if it had sent it
-            if not waiting.done.done():
-                waiting.done.set_exception(exc)
-                waiting.done.exception()  # retrieved: its caller may have stopped waiting
+
+def _follow(older: _Ticket, newer: _Ticket) -> None:
+    """``older``'s answer is ``newer``'s, whatever it turns out to be."""
+
+    def copy(done: asyncio.Future[Any]) -> None:
+        if older.answer.done():
             return
-        if not waiting.done.done():
-            waiting.done.set_result(result)
+        if done.cancelled():
+            older.answer.cancel()
+        elif done.exception() is not None:
+            older.answer.set_exception(done.exception())  # type: ignore[arg-type]
+        else:
+            older.answer.set_result(done.result())
+
+    newer.answer.add_done_callback(copy)
 
 
 _REACTIONS = "/reactions/"

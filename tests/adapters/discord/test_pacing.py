@@ -200,3 +200,25 @@ async def test_a_streaming_edit_that_waited_sends_the_newest_words() -> None:
     turn.set()
     await stream.close()
     assert edits == ["Paris has three options"]
+
+
+async def test_a_cancelled_caller_takes_its_request_with_it() -> None:
+    """As unpaced: a caller that gives up (a stop, a timeout) sends nothing, and its place
+    goes to the next request."""
+    pace, clock = pacer(rate=10, burst=1)
+    sent: list[str] = []
+
+    async def send(name: str) -> None:
+        sent.append(name)
+
+    clock.held.clear()
+    first = asyncio.ensure_future(pace.run(lambda: send("first")))
+    gone = asyncio.ensure_future(pace.run(lambda: send("gone")))
+    kept = asyncio.ensure_future(pace.run(lambda: send("kept")))
+    await asyncio.sleep(0)
+    gone.cancel()
+    clock.held.set()
+    await asyncio.gather(first, kept)
+    assert sent == ["first", "kept"]
+    assert gone.cancelled()
+    assert pace.waiting == 0
