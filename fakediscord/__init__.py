@@ -40,11 +40,13 @@ from fakediscord.models import (
     User,
     Webhook,
 )
+from fakediscord.ratelimits import Bucket, RateLimiter, RateLimits
 from fakediscord.recording import RecordedFile, RecordedRequest
-from fakediscord.server import WAIT, FakeDiscord
+from fakediscord.server import DEFAULT_RATE_LIMITS, WAIT, FakeDiscord
 from fakediscord.state import State
 
 __all__ = [
+    "DEFAULT_RATE_LIMITS",
     "MAX_CONTENT",
     "MAX_FILES",
     "MAX_FILE_BYTES",
@@ -53,6 +55,7 @@ __all__ = [
     "ApplicationCommand",
     "Attachment",
     "BotAccount",
+    "Bucket",
     "Channel",
     "DiscordError",
     "FakeDiscord",
@@ -66,6 +69,8 @@ __all__ = [
     "InteractionResponse",
     "Member",
     "Message",
+    "RateLimiter",
+    "RateLimits",
     "Reaction",
     "RecordedFile",
     "RecordedRequest",

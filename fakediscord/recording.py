@@ -2,7 +2,7 @@
 
 A record keeps the Authorization header value as sent (which bot token, or none for
 webhook-token routes) and, once answered, the status the fake replied with, including
-injected faults and 404s for routes the fake does not implement.
+injected faults, rate-limit 429s and 404s for routes the fake does not implement.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ class RecordedRequest:
     status: int | None = None
     implemented: bool = True
     fault: bool = False
+    rate_limited: str | None = None
+    """Why the limiter refused it with a 429: its scope (``user``, ``global``, ``shared``)
+    or ``cloudflare`` (the invalid-request ban); None when it was not refused."""
 
     @property
     def token(self) -> str | None:

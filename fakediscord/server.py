@@ -28,14 +28,19 @@ from fakediscord.interactions import Interactions
 from fakediscord.models import Channel, Guild, Message, User, Webhook
 from fakediscord.operations import Operations
 from fakediscord.persistence import Journal
+from fakediscord.ratelimits import RateLimiter, RateLimits
 from fakediscord.recording import RecordedRequest, Recorder
 from fakediscord.rest import Api, build_app
 from fakediscord.state import Clock, State
 
-__all__ = ["WAIT", "FakeDiscord"]
+__all__ = ["DEFAULT_RATE_LIMITS", "WAIT", "FakeDiscord"]
 
 WAIT = 5.0
 """Default bound, in seconds, on waits that normally take milliseconds."""
+
+DEFAULT_RATE_LIMITS = RateLimits.off()
+"""How a :class:`FakeDiscord` limits when not told: off for now (every answer as before
+the fake had limits); ``RateLimits.discord()`` once the bot's tests pace themselves."""
 
 
 class FakeDiscord(UserActions):
@@ -51,6 +56,9 @@ class FakeDiscord(UserActions):
             handle's) may take before raising ``TimeoutError``.
         keep_requests: remember only the newest N REST requests (the playground runs
             for hours); None, the default for tests, keeps every one.
+        rate_limits: Discord's rate limits (``RateLimits.discord()``) or none
+            (``RateLimits.off()``); None: :data:`DEFAULT_RATE_LIMITS`. The limiter, with
+            its counts of 429s and invalid requests, is :attr:`rate_limits`.
     """
 
     def __init__(
@@ -63,6 +71,7 @@ class FakeDiscord(UserActions):
         clock: Clock | None = None,
         wait_timeout: float = WAIT,
         keep_requests: int | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self._host, self._port = host, port
         self.wait_timeout = wait_timeout
@@ -75,6 +84,9 @@ class FakeDiscord(UserActions):
         self.interactions = Interactions(self.state, self.gateway, self.ops)
         self.recorder = Recorder(self.state.changed, limit=keep_requests)
         self.faults = Faults()
+        self.rate_limits = RateLimiter(DEFAULT_RATE_LIMITS if rate_limits is None else rate_limits)
+        """Decides 429s and counts them (``counts_by_scope``, ``total_429``,
+        ``invalid_requests()``); ``rate_limits.configure(...)`` changes the limits live."""
         self._api = Api(
             state=self.state,
             ops=self.ops,
@@ -83,6 +95,7 @@ class FakeDiscord(UserActions):
             interactions=self.interactions,
             recorder=self.recorder,
             faults=self.faults,
+            limiter=self.rate_limits,
             shards=shards,
         )
         self._runner: web.AppRunner | None = None

@@ -1,9 +1,12 @@
-"""The REST application: one middleware that records, injects faults, authenticates and
-turns :class:`DiscordError` into Discord's JSON errors; helpers shared by the routes.
+"""The REST application: one middleware that records, rate-limits, injects faults,
+authenticates and turns :class:`DiscordError` into Discord's JSON errors; helpers shared
+by the routes.
 
 Order inside the middleware matters and mirrors what a bot can observe: a request is
 recorded first (so even a fault or a 404 for an unimplemented route shows up in
-``fake.requests``), then held by a gate, then answered by a fault, and only then routed.
+``fake.requests``), then held by a gate, then rate-limited (a 429, or the bucket's
+headers on whatever answers it), then answered by a fault, and only then routed. The
+final status of every answer is counted by the limiter (429s by scope, invalid requests).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from fakediscord.interactions import Interactions
 from fakediscord.models import BotAccount
 from fakediscord.operations import Operations
 from fakediscord.payloads import ATTACHMENTS
+from fakediscord.ratelimits import Decision, RateLimiter
 from fakediscord.recording import RecordedFile, RecordedRequest, Recorder
 from fakediscord.state import State
 
@@ -56,6 +60,7 @@ class Api:
     interactions: Interactions
     recorder: Recorder
     faults: Faults
+    limiter: RateLimiter
     gateway_url: str = ""
     """Set once the server listens (the port is only known then)."""
     shards: int = 1
@@ -180,6 +185,8 @@ async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     if api.before_answer is not None:
         api.before_answer()
     api.recorder.answered(record, answer.status)
+    scope = answer.headers.get("X-RateLimit-Scope")
+    api.limiter.count(answer.status, scope, ban=record.rate_limited == BANNED)
     return answer
 
 
@@ -200,10 +207,45 @@ async def _answer(
     api: Api, request: web.Request, handler: Any, record: RecordedRequest
 ) -> web.StreamResponse:
     method, path = request.method, record.path
+    gate = api.faults.gate(method, path)
+    if gate is not None:
+        await gate.pass_through()
+    decision = api.limiter.check(record.token, method, path)
+    if not decision.allowed:
+        record.rate_limited = decision.scope or BANNED
+        return _refusal(decision)
+    answer = await _routed(api, request, handler, record)
+    if "X-RateLimit-Limit" not in answer.headers:  # an injected 429 keeps its own
+        answer.headers.update(decision.headers)
+    return answer
+
+
+BANNED = "cloudflare"
+"""``RecordedRequest.rate_limited`` of a request refused by the invalid-request ban."""
+
+
+def _refusal(decision: Decision) -> web.Response:
+    """The limiter's 429: Discord's JSON body, or Cloudflare's plain-text ban page."""
+    if isinstance(decision.body, str):
+        return web.Response(
+            status=decision.status,
+            text=decision.body,
+            content_type="text/plain",
+            headers=decision.headers,
+        )
+    return web.Response(
+        status=decision.status,
+        body=json.dumps(decision.body).encode(),
+        content_type="application/json",
+        headers=decision.headers,
+    )
+
+
+async def _routed(
+    api: Api, request: web.Request, handler: Any, record: RecordedRequest
+) -> web.StreamResponse:
+    method, path = request.method, record.path
     try:
-        gate = api.faults.gate(method, path)
-        if gate is not None:
-            await gate.pass_through()
         fault = api.faults.take(method, path)
         if fault is not None:
             record.fault = True
