@@ -11,7 +11,7 @@ from discord import app_commands
 from adapters.discord.account import AccountRuntime
 from adapters.discord.inbox import MODE_MARKS
 from adapters.discord.manager import ManagerRegistry
-from adapters.discord.pacing import Pacer, pace_http
+from adapters.discord.pacing import Pacer, pace_session
 from adapters.discord.rate_limits import RateLimitWatch
 from bot.approvals import recover_approval, setup_approvals
 from bot.commands.agents import AgentsGroup
@@ -78,15 +78,17 @@ class ThreadboundClient(discord.Client):
         # The default of every send, edit, interaction answer and webhook message made
         # through this client: user and model text echoed by the bot never pings anyone.
         self.rate_limits = RateLimitWatch(account_id)
+        # Every request of the bot's token paced under Discord's global limit, people
+        # first, as it is sent (after discord.py's wait in the route's bucket).
+        self.pacer = Pacer(services.config.discord.requests_per_second)
+        pace_session(self.rate_limits.trace, self.pacer)
         super().__init__(
             intents=client_intents or intents(),
             allowed_mentions=discord.AllowedMentions.none(),
             http_trace=self.rate_limits.trace,
             **self._shard_options(services),
         )
-        # Every request of the bot's token paced under Discord's global limit, people first.
-        self.pacer = Pacer(services.config.discord.requests_per_second)
-        pace_http(self.http, self.pacer)
+
         self.account_id = account_id
         self.services = services
         self.tree = app_commands.CommandTree(self)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -32,7 +33,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
-__all__ = ["Lane", "Pacer", "lane", "newest_text", "pace_http", "text_source"]
+import aiohttp
+
+__all__ = ["Lane", "Pacer", "lane", "newest_text", "pace_session", "text_source"]
 
 T = TypeVar("T")
 
@@ -244,20 +247,34 @@ def _follow(older: _Ticket, newer: _Ticket) -> None:
 _REACTIONS = "/reactions/"
 
 
-def pace_http(http: Any, pacer: Pacer) -> None:
-    """Put every request of discord.py's ``HTTPClient`` (the bot token's) through
-    ``pacer``: a reaction goes in the people's lane, a streaming edit is keyed by the
-    message it edits."""
-    request = http.request
+_EXEMPT = re.compile(r"/webhooks/\d+/[^/?]+|/interactions/")
+"""Outside the bot token's global limit (Discord's own rule): webhook-token requests and
+interaction callbacks (a webhook's own bucket paces the former: :mod:`webhooks`)."""
 
-    async def paced(route: Any, **kwargs: Any) -> Any:
-        path = route.path
-        key = None
+
+def pace_session(trace: aiohttp.TraceConfig, pacer: Pacer) -> None:
+    """Hold every request of the client's session until ``pacer`` lets it go.
+
+    On the session, not around discord.py's ``HTTPClient.request``: a request that
+    waits in its route's bucket there (a channel's five messages in five seconds)
+    would otherwise have been counted already, and a bucket's reset would let many go
+    at once, over the global limit. Here a request is counted as it is sent. A
+    reaction goes in the people's lane; webhook-token requests and interaction
+    callbacks are not held.
+    """
+
+    async def hold(_session: aiohttp.ClientSession, _context: Any, params: Any) -> None:
+        path = params.url.path
+        if _EXEMPT.search(path):
+            return
         if _REACTIONS in path:
             with lane(Lane.PEOPLE):
-                return await pacer.run(lambda: request(route, **kwargs))
-        if current_lane() is Lane.STREAM and route.method == "PATCH":
-            key = f"{route.method} {route.url}"
-        return await pacer.run(lambda: request(route, **kwargs), key=key)
+                await pacer.run(_go)
+            return
+        await pacer.run(_go)
 
-    http.request = paced
+    trace.on_request_start.append(hold)
+
+
+async def _go() -> None:
+    """What a held request does once let go: nothing; the session sends it."""

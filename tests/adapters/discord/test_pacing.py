@@ -7,10 +7,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
-from adapters.discord.pacing import Lane, Pacer, lane, pace_http
+from adapters.discord.pacing import Lane, Pacer, lane, pace_session
 from adapters.discord.rate_limits import RateLimitWatch, route_of
 
 
@@ -107,30 +108,34 @@ async def test_a_failure_reaches_its_caller() -> None:
     assert pace.waiting == 0
 
 
-async def test_discord_py_requests_are_paced_and_reactions_go_first() -> None:
-    pace, _ = pacer(rate=10, burst=1)
+async def test_the_session_s_requests_are_held_and_reactions_go_first() -> None:
+    """Paced as they are sent (after discord.py's wait in a route's bucket, so a bucket's
+    reset never lets many go at once); webhook-token requests are not held."""
+    pace, clock = pacer(rate=10, burst=1)
+    trace = aiohttp.TraceConfig()
+    pace_session(trace, pace)
+    (hold,) = trace.on_request_start
     sent: list[str] = []
 
-    class Http:
-        async def request(self, route: Any, **_kwargs: Any) -> str:
-            sent.append(route.path)
-            return route.path
+    async def request(path: str) -> None:
+        await hold(None, None, SimpleNamespace(url=SimpleNamespace(path=f"/api/v10{path}")))
+        sent.append(path)
 
-    http = Http()
-    pace_http(http, pace)
-
-    def route(method: str, path: str) -> Any:
-        return SimpleNamespace(method=method, path=path, url=f"https://discord/api/v10{path}")
-
-    first = asyncio.ensure_future(http.request(route("POST", "/channels/1/messages")))
+    clock.held.clear()
+    first = asyncio.ensure_future(request("/channels/1/messages"))
     await asyncio.sleep(0)
-    later = asyncio.ensure_future(http.request(route("POST", "/channels/2/messages")))
-    reaction = asyncio.ensure_future(
-        http.request(route("PUT", "/channels/3/messages/4/reactions/%F0%9F%A7%AD/@me"))
-    )
-    await asyncio.gather(first, later, reaction)
-    assert sent == [
+    later = asyncio.ensure_future(request("/channels/2/messages"))
+    reaction = asyncio.ensure_future(request("/channels/3/messages/4/reactions/%F0%9F%A7%AD/@me"))
+    webhook = asyncio.ensure_future(request("/webhooks/123456789012345678/tok/messages/1"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert sorted(sent) == [  # the one token's, and the webhook's, not held at all
         "/channels/1/messages",
+        "/webhooks/123456789012345678/tok/messages/1",
+    ]
+    clock.held.set()
+    await asyncio.gather(first, later, reaction, webhook)
+    assert sent[2:] == [
         "/channels/3/messages/4/reactions/%F0%9F%A7%AD/@me",
         "/channels/2/messages",
     ]
