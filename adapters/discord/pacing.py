@@ -11,9 +11,11 @@ for what discord.py itself sends), never more than that within any second.
 What waits is served by lane, highest first (:class:`Lane`): acknowledging
 people (a 🧭 / 📥 / ⚠️ reaction, a reply to a command, an approval prompt),
 then deliveries (announcements, final text, intros, notices), then streaming
-edits. A streaming edit of a message whose previous edit still waits takes
-that one's place in the queue (both callers get the one answer): a stream is
-never queued twice, so with a thousand streams each still moves, in turn.
+edits. On a persona webhook (:mod:`adapters.discord.webhooks`), a streaming
+edit of a message whose previous edit still waits takes that one's place in the
+queue (both callers get the one answer): a stream is never queued twice, so with
+a thousand streams each still moves, in turn. The bot token's requests are held
+as they are sent (:func:`pace_session`), by lane only.
 
 The lane is the caller's to say, with :func:`lane` around the call (a
 reaction is recognised by its route); what says nothing is a delivery. The
