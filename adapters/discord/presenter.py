@@ -31,6 +31,7 @@ import discord
 
 from adapters.discord.approvals import ApprovalMessages
 from adapters.discord.delivery import Persona, ThreadDelivery
+from adapters.discord.pacing import Lane
 from adapters.discord.sinks import BotSink, StatusSink, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
@@ -348,6 +349,7 @@ class ThreadPresenter:
                 StatusSink(self._delivery, self._record),
                 clock=self._clock,
                 min_interval=self._interval,
+                growing=Lane.DELIVERY,  # an announcement waits for it: never behind streams
             )
         chosen = self._agent.tree.model_choice
         model = chosen[1] if chosen is not None else None

@@ -54,8 +54,12 @@ class StreamingMessage:
         clock: Clock | None = None,
         min_interval: float = 1.0,
         limit: int | Callable[[], int] = MESSAGE_LIMIT,
+        growing: Lane = Lane.STREAM,
     ) -> None:
-        """``limit``: the longest part, or a function giving it (read at every split)."""
+        """``limit``: the longest part, or a function giving it (read at every split);
+        ``growing``: the lane of its edits before it is closed (a status line, which is
+        never closed and which an announcement waits for, goes as a delivery)."""
+        self._growing = growing
         self._sink = sink
         self._clock: Clock = clock or SystemClock()
         self._interval = timedelta(seconds=min_interval)
@@ -227,7 +231,7 @@ class StreamingMessage:
             sent = parts[index] if index < len(parts) else part
             return sent
 
-        with lane(Lane.DELIVERY if self._closed else Lane.STREAM), newest_text(newest):
+        with lane(Lane.DELIVERY if self._closed else self._growing), newest_text(newest):
             self._ids[index] = await self._sink.edit(self._ids[index], part)
         self._shown[index] = sent
         self._last_edit[index] = self._clock.now()

@@ -227,3 +227,39 @@ async def test_a_cancelled_caller_takes_its_request_with_it() -> None:
     assert sent == ["first", "kept"]
     assert gone.cancelled()
     assert pace.waiting == 0
+
+
+async def test_a_status_line_s_edits_go_as_deliveries() -> None:
+    """An announcement waits for its thread's status line to show: that line's edits must
+    never queue behind other threads' streams (a stream's growing edits do)."""
+    from adapters.discord.pacing import current_lane
+    from adapters.discord.streaming import StreamingMessage
+    from core.clock import FakeClock
+
+    clock = FakeClock()
+    lanes: dict[str, list[Lane]] = {"status": [], "answer": []}
+
+    class Sink:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def send(self, content: str) -> str:
+            return "m1"
+
+        async def edit(self, message_id: str, content: str) -> str:
+            lanes[self.name].append(current_lane())
+            return message_id
+
+    status = StreamingMessage(Sink("status"), clock=clock, growing=Lane.DELIVERY)
+    answer = StreamingMessage(Sink("answer"), clock=clock)
+    for stream in (status, answer):
+        stream.append("working")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    status.replace("idle")
+    answer.append(" on it")
+    await clock.advance(1)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert lanes == {"status": [Lane.DELIVERY], "answer": [Lane.STREAM]}
+    await answer.close()
