@@ -33,6 +33,7 @@ from core.logging import get_logger, redact_text
 __all__ = [
     "NOT_SAVED",
     "ButtonId",
+    "IdButton",
     "PressButton",
     "Recover",
     "account_of",
@@ -86,7 +87,26 @@ class ButtonId:
         return made
 
 
-class PressButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
+class IdButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
+    """A persistent button understood from its ``custom_id`` alone, restart or not: the
+    subclass's ``template`` names groups that are its ``__init__``'s keywords. This base
+    matches no id and is never registered."""
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> Self:
+        if not isinstance(item, discord.ui.Button):
+            raise TypeError(f"{cls.__name__} is a button, not {type(item).__name__}")
+        # a subclass's __init__ takes the template's groups as keywords
+        return cls(item, **match.groupdict())  # type: ignore[arg-type]
+
+
+class PressButton(IdButton, template=r"(?!)"):
     """A persistent button whose press is recorded before it acts.
 
     A subclass names its ``template`` (a regular expression whose named groups are
@@ -101,18 +121,6 @@ class PressButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
         """The inbox's name of the press (``approval:allow``, ``brief`` …)."""
         self.press_target = target
         """The id it acts on (a request's event, a binding, a handoff)."""
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction,
-        item: discord.ui.Item[Any],
-        match: re.Match[str],
-        /,
-    ) -> Self:
-        if not isinstance(item, discord.ui.Button):
-            raise TypeError(f"{cls.__name__} is a button, not {type(item).__name__}")
-        return cls(item, **match.groupdict())
 
     async def callback(self, interaction: discord.Interaction) -> None:
         account = account_of(interaction)

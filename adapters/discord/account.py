@@ -92,15 +92,14 @@ class AccountRuntime:
         # Who shows an agent in a thread is decided here alone: when an agent is built
         # (first use, a restart, after a crash or eviction) and when a thread is bound.
         self.manager.archive_minutes = self.settings.thread_auto_archive_minutes
+        completions = DiscordCompletionSink(self.delivery, before_post=self._settle_presenter)
         services.plug(
             ChannelAccount(
                 adapter=self.manager,
                 inbox=self.inbox,
-                completions=DiscordCompletionSink(
-                    self.delivery, before_post=self._settle_presenter
-                ),
+                completions=completions,
                 transcript=DiscordTranscriptSink(self.delivery),
-                schedules=DiscordSchedules(self.delivery),
+                schedules=DiscordSchedules(self.delivery, completions),
                 on_event=self._tell_thread,  # its hello and goodbye, once
             )
         )

@@ -9,10 +9,12 @@ posted by the bot, pinging nobody but the owner it names.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 import discord
 
+from adapters.discord.completions import DiscordCompletionSink
 from adapters.discord.delivery import ThreadDelivery
 from adapters.discord.ids import snowflake
 from core.bindings.records import ConversationRef, SessionBindingRecord
@@ -22,8 +24,6 @@ from core.scheduler.runner import ConversationGone
 __all__ = ["DiscordSchedules"]
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
-HISTORY_LIMIT = 50
-"""Messages looked through for a line a dead process may have posted."""
 
 
 class DiscordSchedules:
@@ -31,8 +31,10 @@ class DiscordSchedules:
 
     channel = "discord"
 
-    def __init__(self, delivery: ThreadDelivery) -> None:
+    def __init__(self, delivery: ThreadDelivery, earlier: DiscordCompletionSink) -> None:
         self._delivery = delivery
+        self._earlier = earlier
+        """Whose look-up of a post a dead process may have made this one uses too."""
 
     @property
     def account_id(self) -> str:
@@ -41,33 +43,17 @@ class DiscordSchedules:
     async def tell_thread(
         self, binding: SessionBindingRecord, text: str, /, *, since: datetime | None = None
     ) -> None:
+        if since is not None:  # a run a dead process was starting: it may have said it
+            with contextlib.suppress(DeliveryError):  # cannot look: the send below decides
+                if await self._earlier.find_posted(binding.conversation, text, since):
+                    return
         try:
-            if since is not None and await self._posted(binding, text, since):
-                return
             await self._delivery.bot_send(binding, text)
         except DeliveryError as exc:
             live = self._delivery.bindings.get(binding.binding_id)
             if live is None or live.status != "active":  # the thread is gone: unbound
                 raise ConversationGone(str(exc)) from exc
             raise
-
-    async def _posted(self, binding: SessionBindingRecord, text: str, since: datetime) -> bool:
-        """Whether the bot posted ``text`` in the thread after ``since`` (a process that
-        died starting the run may have): the thread's recent history is read."""
-        client = self._delivery.manager.client
-        try:
-            thread = await self._delivery.manager.fetch_channel(
-                binding.conversation.conversation_id
-            )
-            mine = client.user.id if client.user is not None else None
-            async for message in thread.history(limit=HISTORY_LIMIT, after=since):
-                if message.author.id == mine and message.content == text:
-                    return True
-        except discord.NotFound as exc:
-            raise ConversationGone(
-                f"thread {binding.conversation.conversation_id} is gone"
-            ) from exc
-        return False
 
     async def tell_channel(
         self, conversation: ConversationRef, text: str, /, *, mention: str | None = None

@@ -11,8 +11,7 @@ Refusals are private; a job made is confirmed in the channel for all to see.
 
 from __future__ import annotations
 
-import re
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Literal
 
 import discord
 from discord import app_commands
@@ -21,7 +20,7 @@ from adapters.discord.account import AccountRuntime
 from adapters.discord.ids import conversation_of
 from bot.commands.bound import uses_of
 from bot.commands.permissions import is_admin
-from bot.presses import ButtonId, account_of
+from bot.presses import ButtonId, IdButton, account_of
 from core.errors import ThreadboundError
 from core.logging import get_logger
 from core.scheduler.records import Job
@@ -206,26 +205,15 @@ def _buttons(jobs: list[Job]) -> discord.ui.View:
     return view
 
 
-class ScheduleButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=SCHEDULE_ID.template):
+class ScheduleButton(IdButton, template=SCHEDULE_ID.template):
     """Pause / Resume / Delete under ``/schedule list``: understood from its id alone, so a
-    press after a restart works; the same checks as the commands (owner or admin)."""
+    press after a restart works; the same checks as the commands (owner or admin). Not
+    recorded as a press: each acts idempotently, and says what it did."""
 
     def __init__(self, item: discord.ui.Button[Any], /, *, action: str, job_id: str) -> None:
         super().__init__(item)
         self.action: Action = action  # type: ignore[assignment]  # the template's choices
         self.job_id = job_id
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction,
-        item: discord.ui.Item[Any],
-        match: re.Match[str],
-        /,
-    ) -> Self:
-        if not isinstance(item, discord.ui.Button):
-            raise TypeError(f"{cls.__name__} is a button, not {type(item).__name__}")
-        return cls(item, **match.groupdict())
 
     async def callback(self, interaction: discord.Interaction) -> None:
         try:

@@ -306,7 +306,10 @@ class ScheduleRunner:
             _log.warning(
                 "scheduler.run_failed", job_id=job.job_id, run_key=run.run_key, exc_info=True
             )
-            await self._finish(job, run, "failed", f"could not start: {_reason(exc)}")
+            reason = _reason(exc)
+            await self._finish(job, run, "failed", f"could not start: {reason}")
+            # where the run should have shown: its owner sees it did not, and why
+            await self._tell(job, f"⚠️ ⏰ “{job.name}” did not run: {reason.rstrip('.')}.")
         finally:
             self._dispatching.discard(run.run_key)
 

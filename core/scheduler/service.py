@@ -160,8 +160,9 @@ class Schedules:
                 agent = self._subagents.choose_agent(request.agent)
             except ThreadboundError as exc:
                 raise JobRefused(str(exc)) from None
-        job = Job(
-            job_id=secrets.token_hex(4),
+        return await self._save_new(
+            spec,
+            now,
             kind=kind,
             scope=request.scope,
             conversation=binding.conversation if binding is not None else where,
@@ -169,17 +170,9 @@ class Schedules:
             owner_id=request.owner_id,
             owner_name=request.owner_name,
             name=_name_of(request.name, request.task),
-            spec=spec.text,
-            timezone=spec.timezone,
             task=request.task,
             agent=agent,
-            state="active",
-            anchor_at=now,
-            next_run_at=spec.next_after(now, now),
-            created_at=now,
-            updated_at=now,
         )
-        return await self._save_new(job, spec, now)
 
     async def wakeup(self, session_key: str, after: str, note: str) -> Added:
         """An agent's ``schedule_wakeup``: one later turn in its own session, carrying
@@ -211,26 +204,54 @@ class Schedules:
         spec = parse_when(text, timezone=self.settings.timezone, now=now)
         if spec.kind != "in":
             raise SpecError(f'{after!r} is not a delay; give one like "20m" or "2h"', text=after)
-        job = Job(
-            job_id=secrets.token_hex(4),
+        return await self._save_new(
+            spec,
+            now,
             kind="wakeup",
             scope=binding.scope,
             conversation=binding.conversation,
             session_key=session_key,
             owner_id=owner,
             name=_name_of(None, note),
+            task=note,
+        )
+
+    async def _save_new(
+        self,
+        spec: Spec,
+        now: datetime,
+        *,
+        kind: JobKind,
+        scope: str | None,
+        conversation: ConversationRef,
+        session_key: str | None,
+        owner_id: str,
+        name: str,
+        task: str,
+        owner_name: str | None = None,
+        agent: str | None = None,
+    ) -> Added:
+        """Save a new active job running on ``spec`` from ``now`` (refused at the owner's
+        limit), and say when it runs."""
+        job = Job(
+            job_id=secrets.token_hex(4),
+            kind=kind,
+            scope=scope,
+            conversation=conversation,
+            session_key=session_key,
+            owner_id=owner_id,
+            owner_name=owner_name,
+            name=name,
             spec=spec.text,
             timezone=spec.timezone,
-            task=note,
+            task=task,
+            agent=agent,
             state="active",
             anchor_at=now,
             next_run_at=spec.next_after(now, now),
             created_at=now,
             updated_at=now,
         )
-        return await self._save_new(job, spec, now)
-
-    async def _save_new(self, job: Job, spec: Spec, now: datetime) -> Added:
         await self._db.run(
             partial(repository.insert_job, limit=self.settings.max_jobs_per_user), job
         )

@@ -178,6 +178,26 @@ class TestInAChannel:
         said = [m.content for m in agent.derive_messages() if m.role == "user"]
         assert said[0] == "weekly numbers"
 
+    async def test_a_run_that_cannot_start_says_so_where_it_runs(self, start_bot: StartBot) -> None:
+        """Discord refuses the run's thread: the run is recorded failed and the channel is
+        told why, once; the next run tries again."""
+        bot = await start_bot(answer_with_last)
+        channel = bot.world.channel.id
+        await run(bot, bot.world.alice, "schedule add", when="every 1h", task="t", name="hourly")
+        bot.fake.fail_next("POST", f"/channels/{channel}/threads", 403, code=50013)
+        await tick(bot, 3600)
+        (job,) = await jobs(bot)
+        (failed,) = await runs(bot, job.job_id)
+        assert failed.status == "failed"
+        (said,) = [c for c in contents(bot, channel) if c.startswith("⚠️ ⏰ “hourly” did not run:")]
+        assert job.last_result is not None
+        assert job.last_result.startswith("failed: could not start:")
+        assert said.endswith(".")
+        assert not said.endswith("..")
+        await tick(bot, 3600)
+        await done(bot)
+        assert [r.status for r in await runs(bot, job.job_id)][1] == "working"
+
 
 class TestRules:
     async def test_a_bad_spec_is_refused_and_nothing_saved(self, start_bot: StartBot) -> None:
