@@ -441,19 +441,24 @@ class PlaygroundWeb:
         )
         await response.prepare(request)
         await response.write(b"retry: 1000\nevent: hello\ndata: {}\n\n")
-        tree, channels = self.view.fingerprints()
         signal = self.fake.state.changed
+        seen = signal.count
+        tree, channels = self.view.fingerprints()
         try:
             while not self._closing.is_set():
                 try:
                     async with asyncio.timeout(KEEPALIVE_SECONDS):
-                        await signal.wait_next()
+                        # Any change since the fingerprints were taken, not only the next
+                        # one: a change made while an event was being written would
+                        # otherwise wait for another before the page heard of it.
+                        await signal.wait_for(_changed_since(signal, seen))
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
                 if self._closing.is_set():
                     break
                 await asyncio.sleep(COALESCE_SECONDS)  # rate limit: one event per burst
+                seen = signal.count
                 new_tree, new_channels = self.view.fingerprints()
                 changed = [
                     str(cid) for cid, value in new_channels.items() if channels.get(cid) != value
@@ -466,6 +471,11 @@ class PlaygroundWeb:
         except ConnectionResetError:
             pass  # the page went away; nothing to tell it
         return response
+
+
+def _changed_since(signal: Any, count: int) -> Callable[[], bool | None]:
+    """A probe for ``signal.wait_for``: true once ``signal`` has changed after ``count``."""
+    return lambda: True if signal.count != count else None
 
 
 async def _upload(request: web.Request) -> tuple[Json, list[UserFile]]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -263,6 +265,46 @@ async def test_events_name_the_changed_channel(
         change = json.loads(line[6:])
         assert change["channels"] == [research]
         assert change["tree"] is False
+
+
+async def test_a_change_made_while_an_event_is_written_is_not_left_unsaid(
+    start_playground: StartPlayground, http: aiohttp.ClientSession
+) -> None:
+    """The bug: the stream waited for the change *after* it had written an event, so the
+    last change of a burst that landed meanwhile (a thread archived just after the agent's
+    last words) never reached the page."""
+    playground = await start_playground()
+    page, research, alice = await opened(http, playground, "research")
+    assert playground.web is not None
+    view = playground.web.view
+    taken = view.fingerprints
+    channel = playground.fake.state.channel(int(research))
+    late: list[bool] = []
+
+    def fingerprints() -> Any:
+        found = taken()
+        if len(late) == 1:  # the first event's fingerprints are taken: now the late change
+            late.append(True)
+            playground.fake.ops.update_channel(channel, {"name": "research-late"})
+        return found
+
+    async with http.get(page.url + "/api/events") as stream:
+        lines = stream.content
+        assert (await lines.readline()).startswith(b"retry:")
+        view.fingerprints = fingerprints  # type: ignore[method-assign]
+        late.append(False)
+        await page.post(
+            "/api/messages", {"channel_id": research, "user_id": alice, "content": "hi"}
+        )
+        events = []
+        async with asyncio.timeout(10):
+            while len(events) < 2:
+                line = (await lines.readline()).decode()
+                if line.startswith("data: ") and line[6:].strip() != "{}":
+                    events.append(json.loads(line[6:]))
+        assert late == [False, True]
+        assert events[0]["channels"] == [research]
+        assert events[1]["tree"] is True  # renamed after the first was taken
 
 
 async def test_a_restart_finds_the_saved_world(start_playground: StartPlayground) -> None:
