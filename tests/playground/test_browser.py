@@ -654,6 +654,18 @@ async def test_component_states_in_the_browser(
     thread_button = page.locator('[data-testid="thread"]')
     await expect(thread_button).to_have_count(1)
     thread_id = int(await thread_button.get_attribute("data-channel-id") or 0)
+
+    def said_all() -> bool | None:
+        """The agent's turn over, announced, and the brief offered: nothing more comes
+        (anything the bot says in an archived thread reopens it)."""
+        said = " ".join(m.content for m in fake.messages_in(thread_id))
+        return (
+            True
+            if "✅ idle" in said and "completed its task" in said and "settled" in said
+            else None
+        )
+
+    await until(playground, said_all, "the agent's last words")
     await fake.archive_thread(thread_id)
     await expect(thread_button).to_have_attribute("data-archived", "true")
     await expect(thread_button).to_contain_text("archived")
