@@ -38,9 +38,10 @@ __all__ = ["DEFAULT_RATE_LIMITS", "WAIT", "FakeDiscord"]
 WAIT = 5.0
 """Default bound, in seconds, on waits that normally take milliseconds."""
 
-DEFAULT_RATE_LIMITS = RateLimits.off()
-"""How a :class:`FakeDiscord` limits when not told: off for now (every answer as before
-the fake had limits); ``RateLimits.discord()`` once the bot's tests pace themselves."""
+DEFAULT_RATE_LIMITS = RateLimits.discord()
+"""How a :class:`FakeDiscord` limits when not told: as Discord does, so every test and the
+playground meet the limits the bot meets in production; a test or benchmark that needs
+an unlimited fake says ``rate_limits=RateLimits.off()``."""
 
 
 class FakeDiscord(UserActions):

@@ -14,13 +14,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fakediscord import FakeDiscord
+from fakediscord import FakeDiscord, RateLimits
 
 ANNOUNCED = "completed its task."
 
 
 async def main() -> None:
-    async with FakeDiscord(wait_timeout=120, keep_requests=1000) as fake:
+    # Unlimited: this measures the bot's own work; Discord's limits are bench_popular's.
+    async with FakeDiscord(
+        wait_timeout=120, keep_requests=1000, rate_limits=RateLimits.off()
+    ) as fake:
         bot = fake.add_bot("bench-bot", "threadbound")
         floor = fake.add_bot("floor-bot", "floor")  # bare discord.py, for the floor
         guild = fake.add_guild("bench")

@@ -40,7 +40,7 @@ from core.clock import FakeClock  # noqa: E402
 from core.config import parse_config  # noqa: E402
 from core.logging import configure_logging  # noqa: E402
 from core.providers.scripted import ScriptedProvider  # noqa: E402
-from fakediscord import FakeDiscord  # noqa: E402
+from fakediscord import FakeDiscord, RateLimits  # noqa: E402
 
 AGENT = Path(__file__).with_name("_acp_stream_agent.py")
 STAMP = re.compile(r"\[(\d+):(\d+)\]")
@@ -116,7 +116,8 @@ class Stamps:
 
 async def bot_side(workdir: Path) -> tuple[list[float], list[float]]:
     """The same, through the bot: per-chunk latencies and spawn-to-first-words times (ms)."""
-    async with FakeDiscord(wait_timeout=WAIT) as fake:
+    # Unlimited: this measures the bot's own work; Discord's limits are bench_popular's.
+    async with FakeDiscord(wait_timeout=WAIT, rate_limits=RateLimits.off()) as fake:
         discord.http.Route.BASE = f"{fake.base_url}/api/v10"
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(fake.gateway_url)
         me = fake.add_bot("bench-bot", "threadbound")

@@ -44,7 +44,7 @@ from core.config import parse_config  # noqa: E402
 from core.logging import configure_logging, reset_logging  # noqa: E402
 from core.providers.scripted import ScriptedProvider, Step  # noqa: E402
 from core.providers.types import ToolCall  # noqa: E402
-from fakediscord import FakeDiscord  # noqa: E402
+from fakediscord import FakeDiscord, RateLimits  # noqa: E402
 
 MESSAGES = 200
 COMPLETIONS = 200
@@ -82,7 +82,8 @@ async def start(
 async def main() -> None:
     configure_logging(enabled=False)
     with tempfile.TemporaryDirectory(prefix="tb-bench-discord-") as tmp:
-        async with FakeDiscord(wait_timeout=30) as fake:
+        # Unlimited: this measures the bot's own work; Discord's limits are bench_popular's.
+        async with FakeDiscord(wait_timeout=30, rate_limits=RateLimits.off()) as fake:
             discord.http.Route.BASE = f"{fake.base_url}/api/v10"
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(fake.gateway_url)
             me = fake.add_bot("bench-bot", "threadbound")

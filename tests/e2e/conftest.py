@@ -71,9 +71,6 @@ async def start_bot(
                 },
                 "discord": {
                     "command_guild_ids": [world.guild.id],
-                    # The fake answers at once and limits nothing unless a test says so:
-                    # a webhook paced at Discord's 2 a second would slow every stream here.
-                    "webhook_requests_per_second": 50,
                     **(discord_settings or {}),
                 },
                 "agents": agents or {},
