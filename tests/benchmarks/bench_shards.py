@@ -47,6 +47,10 @@ its own CPU instead:
   their own: how many they would need at that rate (their CPU per completion times
   the projected rate) is printed beside it.
 
+With ``BENCH_PROFILE=1`` py-spy samples every bot process over the timed window and
+the two phases' CPU per completion is printed side by side by place (the package or
+our module a sample's innermost frame runs in), largest difference first.
+
 PostgreSQL's CPU includes any other client's backends active meanwhile (other
 test runs on a shared server); run on a quiet machine, two or three times, and
 compare ratios rather than absolute rates.
@@ -56,9 +60,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +74,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from fakediscord import FakeDiscord, InteractionHandle  # noqa: E402
+from fakediscord import (  # noqa: E402
+    FakeDiscord,
+    InteractionHandle,
+    RateLimits,
+)
 from tests.fixtures.shard_processes import (  # noqa: E402
     ANSWER,
     BotProcess,
@@ -87,6 +97,11 @@ WARMUP = 50
 """Untimed spawns per guild before each phase, at once: each process's connection pool
 grows to its working size and its caches fill before the clock starts."""
 TICKS = os.sysconf("SC_CLK_TCK")
+PROFILE = os.environ.get("BENCH_PROFILE") == "1"
+"""``BENCH_PROFILE=1``: sample each bot process with py-spy over the timed window and
+print where each phase's CPU per completion goes, side by side (:class:`Sampler`)."""
+SAMPLE_RATE = 250
+"""py-spy samples a second (on-CPU samples only: an idle thread is not counted)."""
 
 
 def _stat_fields(pid: int) -> list[str]:
@@ -215,6 +230,8 @@ class Figures:
     """CPU-seconds of the whole machine (every process)."""
     saturation: list[float]
     """Each bot process's (on-CPU + run-queue wait) / wall."""
+    profile: Counter[str]
+    """Sampled CPU-seconds by place (``BENCH_PROFILE=1``; empty otherwise)."""
 
     @property
     def bots(self) -> float:
@@ -266,6 +283,76 @@ async def spawn_all(
         raise SystemExit(f"{unanswered} spawns were announced but never answered")
 
 
+class Sampler:
+    """py-spy recording the bot processes' stacks while the timed window runs.
+
+    A sampling profiler outside the process: the bots run unchanged (no tracing
+    overhead, which would weigh most on the small calls sharding adds), and only the
+    window is sampled. Each stack's leaf frame is charged to where it runs: the
+    package (``sqlalchemy``, ``asyncpg``, ``discord``...) or our module.
+    """
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder = folder
+        self.name = name
+        self._runs: list[tuple[asyncio.subprocess.Process, Path]] = []
+
+    async def start(self, pids: list[int]) -> None:
+        for pid in pids:
+            out = self.folder / f"{self.name}-{pid}.txt"
+            spy = await asyncio.create_subprocess_exec(
+                str(Path(sys.executable).with_name("py-spy")),
+                *("record", "--pid", str(pid), "--rate", str(SAMPLE_RATE)),
+                *("--format", "raw", "--nonblocking", "--output", str(out)),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            self._runs.append((spy, out))
+
+    async def stop(self) -> Counter[str]:
+        """Stop recording; seconds of CPU sampled, by where the leaf frame runs."""
+        for spy, _ in self._runs:
+            spy.send_signal(signal.SIGINT)
+        await asyncio.gather(*(spy.wait() for spy, _ in self._runs))
+        where: Counter[str] = Counter()
+        for _, out in self._runs:
+            if not out.exists():
+                raise SystemExit(f"py-spy wrote no profile ({out.name}); is it installed?")
+            for line in out.read_text().splitlines():
+                stack, _, count = line.rpartition(" ")
+                where[_place(stack.rsplit(";", 1)[-1])] += int(count) / SAMPLE_RATE
+        return where
+
+
+def _place(frame: str) -> str:
+    """``execute (sqlalchemy/engine/base.py:1234)`` -> ``sqlalchemy``; our own modules
+    keep their path (``core/store/changes.py``)."""
+    path = frame.rpartition("(")[2].rstrip(")").rpartition(":")[0]
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    for ours in ("core/", "adapters/", "bot/", "fakediscord/"):
+        if f"/{ours}" in path or path.startswith(ours):
+            return ours + path.split(f"/{ours}", 1)[-1].removeprefix(ours)
+    if "/lib/python3" in path:
+        return "stdlib " + path.rsplit("/", 1)[-1].removesuffix(".py")
+    return path or frame
+
+
+def report_profile(one: Counter[str], two: Counter[str], top: int = 25) -> None:
+    """Both phases' sampled CPU per completion by place, largest difference first."""
+    print("\n  profile (py-spy, on-CPU samples over the timed window), ms per completion:")
+    print(f"    {'one':>7} {'two':>7} {'two-one':>8}  where")
+    rows = sorted(set(one) | set(two), key=lambda k: -abs(two[k] - one[k]))
+    for key in rows[:top]:
+        a, b = 1000 * one[key] / SPAWNS, 1000 * two[key] / SPAWNS
+        print(f"    {a:7.3f} {b:7.3f} {b - a:+8.3f}  {key}")
+    total_one, total_two = sum(one.values()), sum(two.values())
+    print(
+        f"    {1000 * total_one / SPAWNS:7.3f} {1000 * total_two / SPAWNS:7.3f} "
+        f"{1000 * (total_two - total_one) / SPAWNS:+8.3f}  in all"
+    )
+
+
 async def phase(world: ShardWorld, layout: list[list[int]], postmaster: int) -> Figures:
     """Run the spawns with one process per entry of ``layout``."""
     async with pg_schema() as schema:
@@ -289,9 +376,13 @@ async def phase(world: ShardWorld, layout: list[list[int]], postmaster: int) -> 
         postgres_before = PostgresClock.read(postmaster)
         fakes_before = time.process_time()
         machine_before = machine_busy_seconds()
+        sampler = Sampler(world.tmp, f"phase-{len(layout)}") if PROFILE else None
+        if sampler is not None:
+            await sampler.start([p.pid for p in processes])
         started = time.perf_counter()
         await spawn_all(world, answers, SPAWNS, IN_FLIGHT)
         wall = time.perf_counter() - started
+        profile = await sampler.stop() if sampler is not None else Counter[str]()
         machine = machine_busy_seconds() - machine_before
         fakes = time.process_time() - fakes_before
         postgres = PostgresClock.read(postmaster).since(postgres_before)
@@ -304,7 +395,7 @@ async def phase(world: ShardWorld, layout: list[list[int]], postmaster: int) -> 
         ]
 
         await asyncio.gather(*(process.stop() for process in processes))
-        return Figures(wall, cpu, fakes, postgres, machine, saturation)
+        return Figures(wall, cpu, fakes, postgres, machine, saturation, profile)
 
 
 def report_phase(name: str, figures: Figures) -> None:
@@ -358,6 +449,8 @@ def report(one: Figures, two: Figures, took: float) -> None:
         f"(target >= 1.6); the fakes and PostgreSQL would need {others_cores:.2f} cores "
         "more at that rate"
     )
+    if PROFILE:
+        report_profile(one.profile, two.profile)
     print(f"  benchmark took {took:.0f} s")
 
 
@@ -370,7 +463,11 @@ async def main() -> None:
         return
     postmaster = await postmaster_pid()
     with tempfile.TemporaryDirectory() as tmp:
-        async with TaskLLM() as llm, FakeDiscord(wait_timeout=300, keep_requests=1000) as fake:
+        # Unlimited: this measures the bot's own work; Discord's limits are bench_popular's.
+        async with (
+            TaskLLM() as llm,
+            FakeDiscord(wait_timeout=300, keep_requests=1000, rate_limits=RateLimits.off()) as fake,
+        ):
             world = await shard_world(fake, llm, Path(tmp))
             one = await phase(world, [[0, 1]], postmaster)
             two = await phase(world, [[0], [1]], postmaster)
