@@ -254,8 +254,9 @@ class TestConfig:
         assert all(a.allowed and not a.headers for a in answers)
 
     def test_a_fake_limits_by_the_default_unless_told(self) -> None:
-        """``DEFAULT_RATE_LIMITS`` (off for now) is the one line that flips every fake."""
+        """Every fake limits as Discord does unless it is told otherwise."""
         assert FakeDiscord().rate_limits.config is DEFAULT_RATE_LIMITS
+        assert DEFAULT_RATE_LIMITS == RateLimits.discord()
         assert FakeDiscord(rate_limits=RateLimits.off()).rate_limits.config == RateLimits.off()
 
     def test_discord_sizes(self) -> None:
