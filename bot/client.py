@@ -78,9 +78,10 @@ class ThreadboundClient(discord.Client):
         # The default of every send, edit, interaction answer and webhook message made
         # through this client: user and model text echoed by the bot never pings anyone.
         self.rate_limits = RateLimitWatch(account_id)
-        # Every request of the bot's token paced under Discord's global limit, people
-        # first, as it is sent (after discord.py's wait in the route's bucket).
-        self.pacer = Pacer(services.config.discord.requests_per_second)
+        # Every request of the bot's token paced under Discord's global limit (this
+        # process's share of it), people first, as it is sent (after discord.py's wait
+        # in the route's bucket).
+        self.pacer = Pacer(services.config.discord.process_requests_per_second)
         pace_session(self.rate_limits.trace, self.pacer)
         super().__init__(
             intents=client_intents or intents(),

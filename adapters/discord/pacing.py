@@ -41,9 +41,12 @@ __all__ = ["Lane", "Pacer", "lane", "newest_text", "pace_session", "text_source"
 
 T = TypeVar("T")
 
-BURST = 5
+BURST = 2
 """Requests that may start at once after a quiet spell; with ``rate`` a second on top,
-no second ever sees more than ``rate + BURST`` (50 at the default 45)."""
+no second ever sees more than ``rate + BURST`` (47 at the default 45). Not 5: a request
+reaches Discord a little after it is let go, and requests let go late in one second can
+land in the next; with 50 allowed and 50 let go, that drift made global 429s
+(bench_popular: 2 in a run)."""
 
 
 class Lane(IntEnum):
@@ -124,13 +127,20 @@ class Pacer:
         rate: float,
         *,
         burst: int = BURST,
+        one_at_a_time: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """``one_at_a_time``: the next request goes only once the one before it has
+        returned, however long its ``send`` took (discord.py holds a webhook's request
+        until the webhook's bucket, read from Discord's headers, has room again)."""
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.rate = rate
         self._burst = max(1, burst)
+        self._one_at_a_time = one_at_a_time
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._clock = clock
         self._sleep = sleep
         self._tokens = float(self._burst)
@@ -168,6 +178,9 @@ class Pacer:
             newer = await ticket.granted
         except asyncio.CancelledError:
             self._leave(ticket)
+            granted = ticket.granted
+            if granted.done() and not granted.cancelled() and granted.result() is None:
+                self._idle.set()  # let go, but its caller is gone: the next one may go
             raise
         if newer is not None:  # superseded: the newer edit's answer is this one's too
             result: T = await ticket.answer
@@ -181,6 +194,8 @@ class Pacer:
                 ticket.answer.set_exception(exc)
                 ticket.answer.exception()  # retrieved: nobody may be following it
             raise
+        finally:
+            self._idle.set()
         ticket.answer.set_result(sent)
         return sent
 
@@ -200,6 +215,7 @@ class Pacer:
         """Take a token, then let the most urgent request waiting at that moment go (one
         that arrived during the wait may go first); stop when none waits."""
         while True:
+            await self._idle.wait()
             await self._token()
             ticket = self._next()
             if ticket is None:
@@ -208,6 +224,8 @@ class Pacer:
             if ticket.key is not None and self._streams.get(ticket.key) is ticket:
                 del self._streams[ticket.key]
             self.started += 1
+            if self._one_at_a_time:
+                self._idle.clear()  # set again when this one's send returns
             ticket.granted.set_result(None)
 
     def _next(self) -> _Ticket | None:

@@ -66,7 +66,7 @@ from core.sessions.tree import SessionSnapshot
 from core.subagents.delivery import Posted
 from core.transcript import SentPart, ThreadMessage, Transcript
 
-__all__ = ["ThreadPresenter", "failure_notice", "interrupted_notice", "plan_text", "status_text"]
+__all__ = ["ThreadPresenter", "after", "failure_notice", "interrupted_notice", "plan_text", "status_text"]
 
 _log = get_logger("adapters.discord")
 
@@ -195,6 +195,23 @@ class _Record:
     key: str
     sink: ThreadSink
     turn_id: str | None
+
+
+async def after(previous: asyncio.Future[Any] | None, work: Coroutine[Any, Any, Any]) -> None:
+    """Await ``work`` once ``previous`` has ended (however it ended).
+
+    A chain cancelled before ``work``'s turn (a stop, the loop closing) closes ``work``
+    unstarted: left alone it would be collected later with a "coroutine was never
+    awaited" warning, far from here.
+    """
+    try:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+    except BaseException:
+        work.close()
+        raise
+    with contextlib.suppress(DeliveryError):  # logged as delivery.failed already
+        await work
 
 
 class ThreadPresenter:
@@ -632,15 +649,7 @@ class ThreadPresenter:
 
     def _then(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` after what was scheduled before it, so messages keep their order."""
-        previous = self._chain
-
-        async def run() -> None:
-            if previous is not None:
-                await asyncio.gather(previous, return_exceptions=True)
-            with contextlib.suppress(DeliveryError):  # logged as delivery.failed already
-                await work
-
-        self._chain = asyncio.ensure_future(run())
+        self._chain = asyncio.ensure_future(after(self._chain, work))
 
     async def _notice(self, text: str) -> None:
         await self._delivery.send(self._record, self._persona, text)

@@ -64,7 +64,7 @@ class WebhookPool:
         manager: ThreadBindingManager,
         *,
         clock: Clock | None = None,
-        requests_per_second: float = 2.0,
+        requests_per_second: float = 5.0,
         per_channel: int = 1,
     ) -> None:
         self._manager = manager
@@ -127,11 +127,14 @@ class WebhookPool:
         return hook
 
     def pacer(self, hook: discord.Webhook) -> Pacer:
-        """The webhook's pacer: its posts and edits at most ``rate`` a second (one at a time
-        after a pause: Discord's window is 5 per 2 s), final text before streaming edits."""
+        """The webhook's pacer: final text before streaming edits, one request at a time,
+        at most ``rate`` a second. One at a time, discord.py keeps to the webhook's bucket
+        exactly (it holds a request until the bucket Discord's headers describe has room);
+        a pacer guessing the bucket's size could only be slower or over it."""
         pacer = self._pacers.get(hook.id)
         if pacer is None:
-            pacer = self._pacers[hook.id] = Pacer(self._rate, burst=1)
+            burst = max(1, int(self._rate))
+            pacer = self._pacers[hook.id] = Pacer(self._rate, burst=burst, one_at_a_time=True)
         return pacer
 
     def forget(self, parent_id: str | int, hook_id: int | None = None) -> None:

@@ -477,17 +477,30 @@ class DiscordEndpointsConfig(TomlTable):
     """The shards this process connects; unset: every shard (one process)."""
     requests_per_second: float = Field(default=45.0, gt=0, le=50)
     """Requests the bot starts per second with its token, at most (Discord allows 50 in
-    all): it paces itself below the global limit instead of learning it from 429s."""
+    all): it paces itself below the global limit instead of learning it from 429s. The
+    limit is the token's, whichever process sends: processes that split the shards split
+    this too (:attr:`process_requests_per_second`)."""
     webhooks_per_channel: int = Field(default=10, ge=1, le=15)
     """Persona webhooks the bot makes in one channel, at most (Discord allows 15): a busy
     channel's threads are spread over them, each thread keeping its own."""
-    webhook_requests_per_second: float = Field(default=2.0, gt=0, le=50)
+    webhook_requests_per_second: float = Field(default=5.0, gt=0, le=50)
     """Requests (posts, edits) the bot starts per second through one persona webhook, at
-    most: Discord's bucket per webhook is commonly 5 per 2 seconds. The final text of an
-    answer goes before streaming edits waiting on the same webhook."""
+    most. They go one at a time, each after the one before has returned, so the webhook's
+    own bucket (commonly 5 per 2 seconds, read from Discord's headers) sets the pace below
+    this. The final text of an answer goes before streaming edits waiting on the same
+    webhook."""
     catch_up_max_messages: int = Field(default=50, ge=0, le=1000)
     """After a downtime, at most this many messages people wrote in one bound thread
     meanwhile are read back and answered (the thread says when more were cut); 0: none."""
+
+    @property
+    def process_requests_per_second(self) -> float:
+        """This process's share of :attr:`requests_per_second`: its shards over all of
+        them (two processes of one shard each, 22.5 each), so processes that share a
+        token stay under its global limit together without talking to each other."""
+        if self.shard_ids is None or self.shard_count is None:
+            return self.requests_per_second
+        return self.requests_per_second * len(self.shard_ids) / self.shard_count
 
     @model_validator(mode="after")
     def _shards_in_range(self) -> DiscordEndpointsConfig:

@@ -48,6 +48,23 @@ class TestSettings:
         assert config.store.lease_seconds == 5.0
 
     @pytest.mark.parametrize(
+        ("discord", "share"),
+        [
+            ({}, 45.0),
+            ({"shard_count": 4}, 45.0),  # every shard in this one process
+            ({"shard_count": 2, "shard_ids": [1]}, 22.5),
+            ({"shard_count": 4, "shard_ids": [0, 1, 2], "requests_per_second": 40}, 30.0),
+        ],
+    )
+    def test_processes_splitting_the_shards_split_the_tokens_rate(
+        self, discord: dict, share: float
+    ) -> None:
+        """Discord's global limit is the token's: two processes each sending the whole
+        45 a second would together go over its 50."""
+        config = parse_config({"store": {"url": PG}, "discord": discord}, env={})
+        assert config.discord.process_requests_per_second == share
+
+    @pytest.mark.parametrize(
         ("discord", "says"),
         [
             ({"shard_ids": [0]}, "shard_count is not set"),

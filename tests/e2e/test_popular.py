@@ -3,7 +3,7 @@
 The invariants of ``tests/benchmarks/bench_popular.py`` (which measures the
 1,000-stream scene), checked with the real discord.py client against the fake
 Discord limiting as Discord does (``RateLimits.discord()``) and the bot's own
-pacing defaults (45 requests a second with its token, 2 a second per persona
+pacing defaults (45 requests a second with its token, one at a time per persona
 webhook, 10 webhooks per channel):
 
 - no 429 of global scope;

@@ -229,6 +229,49 @@ async def test_a_cancelled_caller_takes_its_request_with_it() -> None:
     assert pace.waiting == 0
 
 
+async def test_one_at_a_time_the_next_goes_when_the_one_before_returns() -> None:
+    """A persona webhook's pacer: discord.py holds a request until the webhook's bucket
+    has room (from Discord's headers), so the next one waits for that, not for a guess."""
+    clock = Time()
+    pace = Pacer(100, burst=5, one_at_a_time=True, clock=clock, sleep=clock.sleep)
+    bucket_has_room = asyncio.Event()
+    sent: list[str] = []
+
+    async def send(name: str) -> None:
+        sent.append(name)
+        if name == "first":
+            await bucket_has_room.wait()
+
+    first = asyncio.ensure_future(pace.run(lambda: send("first")))
+    with lane(Lane.STREAM):
+        edit = asyncio.ensure_future(pace.run(lambda: send("edit"), key="m1"))
+    final = asyncio.ensure_future(pace.run(lambda: send("final")))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert sent == ["first"]  # tokens to spare, but the first has not returned
+    bucket_has_room.set()
+    await asyncio.gather(first, edit, final)
+    assert sent == ["first", "final", "edit"]  # and then by lane
+
+
+async def test_one_at_a_time_a_caller_cancelled_after_its_turn_lets_the_next_go() -> None:
+    clock = Time()
+    pace = Pacer(100, burst=5, one_at_a_time=True, clock=clock, sleep=clock.sleep)
+    sent: list[str] = []
+
+    async def send(name: str) -> None:
+        sent.append(name)
+
+    gone = asyncio.ensure_future(pace.run(lambda: send("gone")))
+    kept = asyncio.ensure_future(pace.run(lambda: send("kept")))
+    await asyncio.sleep(0)  # the dispatcher grants "gone" its turn ...
+    await asyncio.sleep(0)
+    gone.cancel()  # ... which is cancelled before it sends
+    await asyncio.wait_for(kept, 1)
+    assert sent == ["kept"]
+    assert gone.cancelled()
+
+
 async def test_a_status_line_s_edits_go_as_deliveries() -> None:
     """An announcement waits for its thread's status line to show: that line's edits must
     never queue behind other threads' streams (a stream's growing edits do)."""
