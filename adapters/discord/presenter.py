@@ -66,7 +66,14 @@ from core.sessions.tree import SessionSnapshot
 from core.subagents.delivery import Posted
 from core.transcript import SentPart, ThreadMessage, Transcript
 
-__all__ = ["ThreadPresenter", "after", "failure_notice", "interrupted_notice", "plan_text", "status_text"]
+__all__ = [
+    "ThreadPresenter",
+    "after",
+    "failure_notice",
+    "interrupted_notice",
+    "plan_text",
+    "status_text",
+]
 
 _log = get_logger("adapters.discord")
 
