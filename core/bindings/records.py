@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from core.config.tables import AgentProfile, agent_display_name
+from core.config.tables import DEFAULT_DISPLAY_NAME, AgentProfile, agent_display_name
 from core.sessions.payloads import SteerOrFollowUp
 
 __all__ = [
@@ -97,6 +97,11 @@ class BindingPersona(BaseModel):
 
     name: str | None = None
     avatar_url: str | None = None
+
+    @property
+    def shown_name(self) -> str:
+        """The name people see it speak under: its own, else the agents' default name."""
+        return self.name or DEFAULT_DISPLAY_NAME
 
     @classmethod
     def of_agent(cls, profiles: Mapping[str, AgentProfile], agent: str | None) -> BindingPersona:
