@@ -8,8 +8,10 @@ those). An invitation to another room is left pending, not declined, so adding t
 to ``rooms`` later and restarting takes it up.
 
 The sync loop is our own rather than mautrix's ``Client.start``: each batch is handled
-to the end before the next position is taken, which is the order the inbox will need
-(a sync token saved only after the events it covers are handled). Connection failures,
+to the end before the next position is taken. A :class:`SyncHandler` (the account's
+inbox) says where to resume at start, handles each batch's rooms, and is told the next
+position only once it has handled them, so it can save it knowing nothing before it is
+left to do. Connection failures,
 timeouts, 5xx answers and rate limits are retried with a capped backoff, from the same
 position; a refused token ends :meth:`run` with :class:`MatrixLoginError`. (mautrix's
 ``MLimitExceeded`` does not keep the answer's ``retry_after_ms``, so a rate-limited join
@@ -22,19 +24,20 @@ sends it as a header, so neither a log line nor an error shows it.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import aiohttp
 from mautrix.client import Client
 from mautrix.errors import MatrixInvalidToken, MatrixRequestError
-from mautrix.types import RoomID, SyncToken, UserID
+from mautrix.types import FilterID, RoomID, SyncToken, UserID
 
 from adapters.matrix.errors import MATRIX_FAILURES, MatrixLoginError, is_retryable, matrix_said
 from core.config import Config, MatrixAccountConfig
 from core.logging import get_logger, register_secret
 
-__all__ = ["MatrixConnection"]
+__all__ = ["MatrixConnection", "SyncHandler"]
 
 _log = get_logger("adapters.matrix")
 
@@ -42,8 +45,27 @@ _T = TypeVar("_T")
 
 SYNC_TIMEOUT_MS: Final = 30_000
 """How long one ``/sync`` long-poll waits for news before answering empty."""
+TIMELINE_LIMIT: Final = 50
+"""Events per room one ``/sync`` carries at most; a busier room's batch is *limited*,
+and the handler reads the gap back (``/messages``)."""
 FIRST_BACKOFF: Final = 1.0
 MAX_BACKOFF: Final = 30.0
+
+
+class SyncHandler(Protocol):
+    """What the sync loop hands each batch to (the account's inbox)."""
+
+    async def resume_from(self) -> str | None:
+        """Where the first ``/sync`` starts: the position last saved, or None."""
+        ...
+
+    async def handle(self, rooms: Mapping[str, Any], /, *, since: str | None) -> None:
+        """A batch's ``rooms``, synced from ``since``: everything in it handled on return."""
+        ...
+
+    async def handled(self, next_batch: str, /) -> None:
+        """The batch before ``next_batch`` was handled to the end: resume after it."""
+        ...
 
 
 class MatrixConnection:
@@ -58,6 +80,8 @@ class MatrixConnection:
         *,
         session: aiohttp.ClientSession,
         sync_timeout_ms: int = SYNC_TIMEOUT_MS,
+        timeline_limit: int = TIMELINE_LIMIT,
+        handler: SyncHandler | None = None,
     ) -> None:
         register_secret(access_token)
         self.account_id = account_id
@@ -72,11 +96,19 @@ class MatrixConnection:
         """Rooms the account is in, as the last sync (or join) said."""
         self.device_id: str | None = None
         self._sync_timeout_ms = sync_timeout_ms
+        self._filter = json.dumps({"room": {"timeline": {"limit": timeline_limit}}})
+        self.handler = handler
         self._since: SyncToken | None = None
 
     @classmethod
     def from_config(
-        cls, config: Config, account_id: str, /, *, session: aiohttp.ClientSession
+        cls,
+        config: Config,
+        account_id: str,
+        /,
+        *,
+        session: aiohttp.ClientSession,
+        timeline_limit: int = TIMELINE_LIMIT,
     ) -> MatrixConnection:
         """The connection of ``[channels.matrix.accounts.<account_id>]``, with its token."""
         return cls(
@@ -84,6 +116,7 @@ class MatrixConnection:
             config.channels.matrix.accounts[account_id],
             config.matrix_access_token(account_id),
             session=session,
+            timeline_limit=timeline_limit,
         )
 
     async def run(self) -> None:
@@ -93,6 +126,9 @@ class MatrixConnection:
             MatrixLoginError: the token was refused or is another user's.
         """
         await self.login()
+        if self.handler is not None:
+            resumed = await self.handler.resume_from()
+            self._since = SyncToken(resumed) if resumed is not None else None
         for room_id in self.account.rooms:
             if room_id not in self.joined_rooms:
                 await self._join(room_id, via="config")
@@ -132,14 +168,23 @@ class MatrixConnection:
         try:
             data = await self._retrying(
                 "sync",
-                lambda: self.client.sync(since=self._since, timeout=self._sync_timeout_ms),
+                lambda: self.client.sync(
+                    since=self._since,
+                    timeout=self._sync_timeout_ms,
+                    filter_id=FilterID(self._filter),
+                ),
             )
         except MatrixInvalidToken as exc:
             raise self._login_error(
                 f"the homeserver refused the token ({matrix_said(exc)})"
             ) from exc
-        await self._handle_rooms(data.get("rooms") or {})
-        self._since = SyncToken(data["next_batch"])
+        rooms = data.get("rooms") or {}
+        await self._handle_rooms(rooms)
+        next_batch = SyncToken(data["next_batch"])
+        if self.handler is not None:
+            await self.handler.handle(rooms, since=self._since)
+            await self.handler.handled(next_batch)
+        self._since = next_batch
 
     def may_serve(self, room_id: str) -> bool:
         """Whether the account acts in ``room_id``: any room without ``rooms``, else those."""
