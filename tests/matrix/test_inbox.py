@@ -19,7 +19,14 @@ from typing import Any
 import aiohttp
 import pytest
 from mautrix.client import Client
-from mautrix.types import EventID, PaginationDirection, RoomID, TextMessageEventContent
+from mautrix.types import (
+    EventID,
+    EventType,
+    Obj,
+    PaginationDirection,
+    RoomID,
+    TextMessageEventContent,
+)
 from structlog.testing import capture_logs
 
 from adapters.matrix import MatrixConnection
@@ -103,6 +110,7 @@ class Bot:
     inbox: Inbox
     bindings: SessionBindingService
     runtime: SessionRuntime
+    provider: ScriptedProvider
 
     async def said(self) -> list[tuple[str, str | None]]:
         """(text, inbound id) of every user message in the session's log, in order."""
@@ -158,7 +166,7 @@ async def bot(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Bot]:
             clock=clock,
         )
         user = synapse.register(f"tb-inbox-bot-{next(_people)}")
-        yield Bot(synapse, user, database, inbox, bindings, runtime)
+        yield Bot(synapse, user, database, inbox, bindings, runtime, provider)
 
 
 @pytest.fixture
@@ -229,3 +237,28 @@ class TestWhileDown:
         assert await bot.inbox.position("matrix", "default") != before_downtime
         assert shown.shown == []  # nothing acted on: the inbox knew every one
         assert await bot.said() == said
+
+
+class TestFiles:
+    async def test_a_file_in_the_thread_reaches_the_agent(self, bot: Bot, person: Client) -> None:
+        """A file a person sends is downloaded through the homeserver's media API, its
+        caption as the words."""
+        room_id, root = await bound_thread(bot, person)
+        data = b"line one of the notes\n"
+        url = await person.upload_media(data, mime_type="text/plain", filename="notes.txt")
+        content = {
+            "msgtype": "m.file",
+            "body": "have a look",
+            "filename": "notes.txt",
+            "url": url,
+            "info": {"size": len(data), "mimetype": "text/plain"},
+            "m.relates_to": {"rel_type": "m.thread", "event_id": root, "is_falling_back": True},
+        }
+        async with bot.running() as shown:
+            sent = await person.send_message_event(room_id, EventType.ROOM_MESSAGE, Obj(**content))
+            await shown.wait_for(sent)
+        await bot.said()
+        prompt = bot.provider.calls[-1][-1].content or ""
+        assert prompt.startswith("have a look")
+        assert '<attachment name="notes.txt">' in prompt
+        assert "line one of the notes" in prompt
