@@ -249,3 +249,12 @@ class TestMatrixFlags:
         config = load_text(tmp_path, "[session.threadBindings]\nidleHours = 5\n", env={})
         flag = resolve_flag(config, "idleHours", channel="matrix")
         assert (flag.value, flag.source) == (5.0, "session.threadBindings.idleHours")
+
+    def test_a_matrix_account_resolves_at_the_channel(self, tmp_path: Path) -> None:
+        """A Matrix account has no flags of its own: asked for one, the channel's answers."""
+        text = ACCOUNT + "[channels.matrix.threadBindings]\nidleHours = 3\n"
+        config = load_text(tmp_path, text, env=ENV)
+        flag = resolve_flag(config, "idleHours", channel="matrix", account_id="default")
+        assert (flag.value, flag.source) == (3.0, "channels.matrix.threadBindings.idleHours")
+        settings = resolve_thread_bindings(config, channel="matrix", account_id="default")
+        assert settings.idle_hours == 3.0
