@@ -1,7 +1,9 @@
 """The Matrix adapter: translation between a homeserver and the core, nothing decided here.
 
-So far only the connection: an account logs in with its token, syncs, and joins the
-rooms it may serve (:class:`MatrixConnection`).
+So far: an account logs in with its token, syncs, and joins the rooms it may serve
+(:class:`MatrixConnection`); people's messages in bound threads go to the core inbox,
+the sync position saved after them (:class:`~adapters.matrix.inbox.MatrixInbox`); and
+``!`` commands are answered as replies (:class:`~adapters.matrix.commands.MatrixCommands`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 A bound conversation on Matrix is a thread in a room: the ``m.thread`` relation on
 a root event, so its conversation id is the root's event id and its parent the
-room. Each sync batch is read in the order the homeserver gave it, and a person's
-``m.room.message`` in a bound thread is recorded in the inbox (:mod:`core.inbox`),
-keyed by its event id, before anything else happens to it.
+room (:mod:`adapters.matrix.ids`). Each sync batch is read in the order the
+homeserver gave it, and a person's ``m.room.message`` in a bound thread is
+recorded in the inbox (:mod:`core.inbox`), keyed by its event id, before anything
+else happens to it; a ``!`` command, in a thread or not, goes to
+:mod:`adapters.matrix.commands` instead.
 
 Nothing lost, nothing twice:
 
@@ -23,7 +25,6 @@ annotation (reaction) for how it was delivered, and a reply in its thread
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -31,18 +32,20 @@ from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.types import ContentURI, EventID, RoomID
 
+from adapters.matrix.commands import MatrixCommands, is_command
 from adapters.matrix.errors import MATRIX_FAILURES, matrix_said
+from adapters.matrix.ids import CHANNEL, thread_of, thread_root
+from adapters.matrix.replies import reply, txn_id
 from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
 from core.inbox import FileRef, FileUnavailable, Inbox, InboxMessage, Outcome, Source
 from core.inbox.shown import FAILED_MARK, mark_of, not_saved_text, replies_of
 from core.logging import get_logger
 
-__all__ = ["CHANNEL", "MatrixInbox", "reply_content", "thread_of", "txn_id"]
+__all__ = ["MatrixInbox"]
 
 _log = get_logger("adapters.matrix.inbox")
 
-CHANNEL: Final = "matrix"
 
 SAID: Final = frozenset({"m.text", "m.notice", "m.emote"})
 """The message types that carry a person's words."""
@@ -51,25 +54,6 @@ FILES: Final = frozenset({"m.file", "m.image", "m.audio", "m.video"})
 
 GAP_PAGE: Final = 100
 """Events per ``/messages`` request while a limited timeline's gap is read back."""
-
-
-def thread_of(account_id: str, room_id: str, root_id: str) -> ConversationRef:
-    """The conversation of the thread on ``root_id`` in ``room_id``."""
-    return ConversationRef(
-        channel=CHANNEL,
-        account_id=account_id,
-        conversation_id=root_id,
-        parent_conversation_id=room_id,
-    )
-
-
-def thread_root(event: Mapping[str, Any]) -> str | None:
-    """The root of the thread ``event`` was written in; None outside a thread."""
-    relates = (event.get("content") or {}).get("m.relates_to") or {}
-    if relates.get("rel_type") != "m.thread":
-        return None
-    root = relates.get("event_id")
-    return root if isinstance(root, str) else None
 
 
 class MatrixInbox:
@@ -83,8 +67,11 @@ class MatrixInbox:
         client: Client,
         inbox: Inbox,
         bindings: SessionBindingService,
+        *,
+        commands: MatrixCommands | None = None,
     ) -> None:
         self.account_id = account_id
+        self._commands = commands
         self._client = client
         self._inbox = inbox
         self._bindings = bindings
@@ -95,13 +82,25 @@ class MatrixInbox:
     # -- the sync loop's handler -----------------------------------------------------
 
     async def resume_from(self) -> str | None:
+        """The saved position; commands a stopped bot left unfinished are closed first."""
+        if self._commands is not None:
+            await self._commands.recover()
         return await self._inbox.position(CHANNEL, self.account_id)
 
     async def handle(self, rooms: Mapping[str, Any], /, *, since: str | None) -> None:
-        """Record every person's message of the batch in bound threads, in timeline order."""
+        """Record every person's message of the batch in bound threads, and answer every
+        ``!`` command, in timeline order.
+
+        The account's first sync ever (``since`` None) shows each room's recent history:
+        commands typed there before the bot ever read the room are not answered.
+        """
         for room_id, room in (rooms.get("join") or {}).items():
             for event in await self._timeline(room_id, room, since):
-                await self.on_event(room_id, event)
+                if self._commands is not None and is_command(event, self._client.mxid):
+                    if since is not None:
+                        await self._commands.on_command(room_id, event)
+                else:
+                    await self.on_event(room_id, event)
 
     async def handled(self, next_batch: str, /) -> None:
         await self._inbox.save_position(CHANNEL, self.account_id, next_batch)
@@ -226,32 +225,17 @@ class MatrixInbox:
     async def _reply(self, message: InboxMessage, text: str) -> None:
         """``text`` in the message's thread, as a reply to it."""
         ref = message.conversation
-        content = reply_content(text, thread=ref.conversation_id, to=message.item_id)
         try:
-            await self._client.api.request(
-                Method.PUT,
-                Path.v3.rooms[RoomID(ref.parent_conversation_id or "")].send["m.room.message"][
-                    txn_id("reply", message.item_id, text)
-                ],
-                content,
+            await reply(
+                self._client,
+                ref.parent_conversation_id or "",
+                text,
+                to=message.item_id,
+                thread=ref.conversation_id,
+                about="inbox",
             )
         except MATRIX_FAILURES as exc:
             _log.warning("inbox.reply_failed", item_id=message.item_id, error=matrix_said(exc))
-
-
-def txn_id(*parts: str) -> str:
-    """The transaction id of what the bot sends about something: the same for the same
-    thing, so a send retried (or repeated after a restart on this device) posts once."""
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
-
-
-def reply_content(text: str, *, to: str, thread: str | None = None) -> dict[str, Any]:
-    """An ``m.text`` replying to event ``to``; in ``thread`` when given (a thread's reply
-    keeps ``is_falling_back`` false: it answers that message, not the thread's last)."""
-    relates: dict[str, Any] = {"m.in_reply_to": {"event_id": to}}
-    if thread is not None:
-        relates.update(rel_type="m.thread", event_id=thread, is_falling_back=False)
-    return {"msgtype": "m.text", "body": text, "m.relates_to": relates}
 
 
 def _words_and_files(content: Mapping[str, Any]) -> tuple[str, tuple[FileRef, ...]]:

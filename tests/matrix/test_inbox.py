@@ -30,7 +30,8 @@ from mautrix.types import (
 from structlog.testing import capture_logs
 
 from adapters.matrix import MatrixConnection
-from adapters.matrix.inbox import MatrixInbox, thread_of
+from adapters.matrix.ids import thread_of
+from adapters.matrix.inbox import MatrixInbox
 from core.agent import Agent, ToolRegistry
 from core.attachments import AttachmentStore
 from core.bindings.service import SessionBindingService
