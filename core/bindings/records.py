@@ -142,6 +142,9 @@ class BindingMetadata(BaseModel):
     """Where the spawn that made the binding was asked from."""
     thread_name: str | None = None
     """The name of the thread to open, for a binding that opens one."""
+    task: str | None = None
+    """The task a spawn opened the conversation for, whole: a channel whose threads
+    hang from a message (Matrix) shows it there."""
     default_mode: SteerOrFollowUp | None = None
     """How a plain message reaches a running agent (``/session mode``); None: steer."""
     status_message_id: str | None = None

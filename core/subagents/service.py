@@ -384,6 +384,7 @@ class SubagentService:
             spawn_mode=record.mode,
             requester_conversation_id=requester.conversation_id,
             thread_name=(request.title or f"{persona.name}: {record.task}")[:100],
+            task=record.task,
         )
         if request.metadata:  # the caller's own keys, over ours
             metadata = BindingMetadata.model_validate({**metadata.changes(), **request.metadata})
