@@ -3,7 +3,9 @@
 So far: an account logs in with its token, syncs, and joins the rooms it may serve
 (:class:`MatrixConnection`); people's messages in bound threads go to the core inbox,
 the sync position saved after them (:class:`~adapters.matrix.inbox.MatrixInbox`); and
-``!`` commands are answered as replies (:class:`~adapters.matrix.commands.MatrixCommands`).
+``!`` commands are answered as replies (:class:`~adapters.matrix.commands.MatrixCommands`);
+a binding that names no conversation opens a thread on a root message in the room
+(:class:`~adapters.matrix.threads.MatrixThreads`).
 """
 
 from __future__ import annotations
