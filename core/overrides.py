@@ -161,14 +161,20 @@ class RuntimeOverrides:
         settings = self.thread_bindings(scope, account_id, channel=channel)
         return settings.idle_timeout_ms, settings.max_age_ms
 
-    def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool:
-        """The spawn gate: a subagent may open its own thread here (binding and spawning on)."""
-        settings = self.thread_bindings(scope, account_id)
+    def spawns_threads(
+        self, scope: str | None, account_id: str | None = None, *, channel: str = "discord"
+    ) -> bool:
+        """The spawn gate: a subagent may open its own thread here (binding and spawning on),
+        by ``channel``'s flags."""
+        settings = self.thread_bindings(scope, account_id, channel=channel)
         return settings.enabled and settings.spawn_subagent_sessions
 
-    def schedules(self, scope: str | None, account_id: str | None = None) -> bool:
-        """The scheduler's gate: ``/schedule add`` is taken and jobs fire here."""
-        return self.thread_bindings(scope, account_id).scheduled_tasks
+    def schedules(
+        self, scope: str | None, account_id: str | None = None, *, channel: str = "discord"
+    ) -> bool:
+        """The scheduler's gate: ``/schedule add`` is taken and jobs fire here, by
+        ``channel``'s flags."""
+        return self.thread_bindings(scope, account_id, channel=channel).scheduled_tasks
 
     def _configured(self, account_id: str | None) -> str | None:
         return account_id if account_id in self._config.account_ids() else None

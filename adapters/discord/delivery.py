@@ -99,7 +99,7 @@ DEFAULT_PERSONA = Persona(name=DEFAULT_DISPLAY_NAME)
 def persona_of(record: SessionBindingRecord) -> Persona:
     """The persona a binding was made with (name and avatar in its metadata)."""
     persona = record.meta.persona
-    return Persona(name=persona.name or DEFAULT_PERSONA.name, avatar_url=persona.avatar_url)
+    return Persona(name=persona.shown_name, avatar_url=persona.avatar_url)
 
 
 def name_tag(persona: Persona) -> str:

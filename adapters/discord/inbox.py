@@ -28,10 +28,10 @@ import discord
 from adapters.discord.delivery import persona_of
 from adapters.discord.ids import CHANNEL, conversation_of
 from adapters.discord.pacing import Lane, lane
-from core.attachments import refusal_text
 from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
 from core.inbox import FileRef, FileUnavailable, Inbox, InboxMessage, Outcome, Source
+from core.inbox.shown import FAILED_MARK, MODE_MARKS, mark_of, not_saved_text, replies_of
 from core.logging import get_logger
 
 __all__ = [
@@ -44,13 +44,6 @@ __all__ = [
 
 _log = get_logger("adapters.discord.inbox")
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
-
-MODE_MARKS: Final = {"steer": "🧭", "follow_up": "📥", "started": "▶️"}
-"""The reaction that shows which mode a thread message was delivered in."""
-FAILED_MARK: Final = "⚠️"
-BUSY_MARK: Final = MODE_MARKS["follow_up"]
-"""Queued for the process that runs the session now: like a follow-up, it comes later."""
-
 
 _SAID: Final = frozenset({discord.MessageType.default, discord.MessageType.reply})
 """What a person writes; the rest are Discord's system lines ("pinned a message", a
@@ -134,12 +127,7 @@ class DiscordInbox:
                 exc_info=exc,
             )
             await self._mark(item, FAILED_MARK)
-            await self._reply(
-                item,
-                f"⚠️ This message could not be saved, so it did not reach "
-                f"**{self._name(conversation)}** (the bot's store did not answer). "
-                "Please send it again.",
-            )
+            await self._reply(item, not_saved_text(self._name(conversation)))
         return True
 
     def is_person(self, message: discord.Message) -> bool:
@@ -180,24 +168,11 @@ class DiscordInbox:
             self._in_background(work)
 
     async def _show(self, message: InboxMessage, outcome: Outcome) -> None:
-        kind = outcome.kind
-        if kind == "delivered":
-            mode = outcome.mode or "steer"
-            await self._mark(message, MODE_MARKS["started" if outcome.started else mode])
-        elif kind == "busy":
-            await self._mark(message, BUSY_MARK)
-        elif kind == "failed":
-            await self._mark(message, FAILED_MARK)
-            if outcome.tell:
-                name = self._name(message.conversation)
-                await self._reply(
-                    message,
-                    f"⚠️ This message could not be passed to **{name}**: {outcome.reason}. "
-                    f"It stays queued: it goes to {name} with the next message here, or "
-                    "when the bot restarts.",
-                )
-        if outcome.refused and kind in ("delivered", "empty"):
-            await self._reply(message, refusal_text(list(outcome.refused)))
+        mark = mark_of(outcome)
+        if mark is not None:
+            await self._mark(message, mark)
+        for text in replies_of(outcome, self._name(message.conversation)):
+            await self._reply(message, text)
 
     # -- helpers -------------------------------------------------------------------
 

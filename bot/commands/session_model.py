@@ -21,76 +21,20 @@ from discord import app_commands
 from adapters.discord.account import AccountRuntime
 from bot.commands.bound import session_for, uses_of
 from core.agent.compaction import Compacted, NotCompacted
-from core.agent.usage import ContextSize, context_size
+from core.agent.usage import context_size, usage_text
 from core.control import CompactFailed, External, SessionView, UnknownProvider
 from core.providers.demo import LABEL as DEMO_LABEL
-from core.sessions.snapshot import UsageTotals
 
 __all__ = [
     "SessionModelCommands",
     "compact_text",
     "external_text",
     "model_text",
-    "usage_text",
 ]
 
 _NO_MENTIONS: Final = discord.AllowedMentions.none()
 AUTOCOMPLETE_LIMIT: Final = 25
 RUNNING: Final = "The agent is running a turn; wait for it to end (or /cancel), then /compact."
-
-
-def usage_text(
-    usage: UsageTotals,
-    *,
-    model: str | None,
-    context_window: int,
-    external: str | None = None,
-    context: ContextSize | None = None,
-) -> str:
-    """Tokens in (cached) and out, cost, and how full the context is.
-
-    Counts the bot estimated (the model server reported none) are marked ``≈``.
-    ``external``: the external agent the session is, which keeps its own context.
-    ``context``: the session's :func:`~core.agent.usage.context_size` (by default the
-    last call's prompt); after a compaction it is the compaction's own figure, so
-    ``/usage`` and ``/compact`` never disagree.
-    """
-    cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
-    approx = "≈" if usage.estimated else ""
-    estimated = (
-        " (≈: estimated by the bot at four characters a token, where the model server "
-        "did not count)"
-        if usage.estimated
-        else ""
-    )
-    context = context or ContextSize(usage.last_prompt_tokens)
-    share = context.tokens / context_window if context_window else 0.0
-    tokens = (
-        f"Tokens: {approx}{usage.prompt_tokens:,} in{cached} · "
-        f"{approx}{usage.completion_tokens:,} out{estimated}"
-    )
-    if external is not None:
-        return "\n".join(
-            [
-                f"**Usage of this session** · external agent `{external}`",
-                tokens,
-                f"Cost: ${usage.cost_usd:.4f}"
-                if usage.cost_usd
-                else "Cost: unknown (the agent reported none)",
-                "Context: kept by the agent itself",
-            ]
-        )
-    lines = [
-        "**Usage of this session**" + (f" · model `{model}`" if model else ""),
-        tokens,
-        f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd else "Cost: unknown (no prices set)",
-        f"Context: ≈{context.tokens:,} of {context_window:,} tokens ({share:.0%}) after the "
-        "compaction (the bot's estimate, as /compact reported it; the next model call counts it)"
-        if context.compacted
-        else f"Context: {context.tokens:,} of {context_window:,} tokens ({share:.0%}) "
-        "at the last model call",
-    ]
-    return "\n".join(lines)
 
 
 def external_text(agent: str, command: str) -> str:

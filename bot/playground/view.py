@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.playground.commands_text import help_entries
 from bot.playground.markdown import Names, render_markdown
 from bot.playground.supervisor import BotControl
+from core.command_text import help_entries
 from fakediscord import (
     MAX_CONTENT,
     MAX_FILE_BYTES,

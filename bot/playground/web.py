@@ -4,7 +4,7 @@ The page is a minimal Discord-like client written for this project; every file
 it needs is in ``static/`` (no CDN), so the playground works offline. It acts
 on the fake Discord the way Discord's own client would: a message is a user
 message, a ``/command`` line becomes an APPLICATION_COMMAND interaction (parsed
-by :mod:`bot.playground.commands_text` against the commands the bot registered),
+by :mod:`core.command_text` against the commands the bot registered),
 a button click becomes a component interaction. The bot cannot tell the
 difference from Discord, which is the point.
 
@@ -43,15 +43,15 @@ from typing import Any
 import structlog
 from aiohttp import BodyPartReader, web
 
-from bot.playground.commands_text import (
+from bot.playground.supervisor import BotControl, BotControlError
+from bot.playground.view import PageView, World
+from core.command_text import (
     CHANNEL,
     ROLE,
     CommandTextError,
     parse_command,
     parse_typing,
 )
-from bot.playground.supervisor import BotControl, BotControlError
-from bot.playground.view import PageView, World
 from fakediscord import MAX_CONTENT, MAX_FILE_BYTES, MAX_FILES, FakeDiscord, UserFile
 from fakediscord.errors import DiscordError
 

@@ -32,6 +32,7 @@ from typing import Final, Literal
 from core.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from core.providers.types import ChatMessage, ToolSpec, Usage
 from core.sessions.payloads import CompactionPayload, UsagePayload
+from core.sessions.snapshot import UsageTotals
 from core.sessions.tree import SessionTree
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "estimate_tools",
     "priced",
     "usage_payload",
+    "usage_text",
 ]
 
 CHARS_PER_TOKEN: Final = 4
@@ -179,3 +181,60 @@ def usage_payload(
         model=model,
         purpose=purpose,
     )
+
+
+def usage_text(
+    usage: UsageTotals,
+    *,
+    model: str | None,
+    context_window: int,
+    external: str | None = None,
+    context: ContextSize | None = None,
+    prefix: str = "/",
+) -> str:
+    """Tokens in (cached) and out, cost, and how full the context is.
+
+    Counts the bot estimated (the model server reported none) are marked ``≈``.
+    ``external``: the external agent the session is, which keeps its own context.
+    ``context``: the session's :func:`~core.agent.usage.context_size` (by default the
+    last call's prompt); after a compaction it is the compaction's own figure, so
+    ``/usage`` and ``/compact`` never disagree. ``prefix`` spells a command as the
+    channel types it (``!`` on Matrix).
+    """
+    cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
+    approx = "≈" if usage.estimated else ""
+    estimated = (
+        " (≈: estimated by the bot at four characters a token, where the model server "
+        "did not count)"
+        if usage.estimated
+        else ""
+    )
+    context = context or ContextSize(usage.last_prompt_tokens)
+    share = context.tokens / context_window if context_window else 0.0
+    tokens = (
+        f"Tokens: {approx}{usage.prompt_tokens:,} in{cached} · "
+        f"{approx}{usage.completion_tokens:,} out{estimated}"
+    )
+    if external is not None:
+        return "\n".join(
+            [
+                f"**Usage of this session** · external agent `{external}`",
+                tokens,
+                f"Cost: ${usage.cost_usd:.4f}"
+                if usage.cost_usd
+                else "Cost: unknown (the agent reported none)",
+                "Context: kept by the agent itself",
+            ]
+        )
+    lines = [
+        "**Usage of this session**" + (f" · model `{model}`" if model else ""),
+        tokens,
+        f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd else "Cost: unknown (no prices set)",
+        f"Context: ≈{context.tokens:,} of {context_window:,} tokens ({share:.0%}) after the "
+        f"compaction (the bot's estimate, as {prefix}compact reported it; the next model call "
+        "counts it)"
+        if context.compacted
+        else f"Context: {context.tokens:,} of {context_window:,} tokens ({share:.0%}) "
+        "at the last model call",
+    ]
+    return "\n".join(lines)

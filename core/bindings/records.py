@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from core.config.tables import AgentProfile, agent_display_name
+from core.config.tables import DEFAULT_DISPLAY_NAME, AgentProfile, agent_display_name
 from core.sessions.payloads import SteerOrFollowUp
 
 __all__ = [
@@ -98,6 +98,11 @@ class BindingPersona(BaseModel):
     name: str | None = None
     avatar_url: str | None = None
 
+    @property
+    def shown_name(self) -> str:
+        """The name people see it speak under: its own, else the agents' default name."""
+        return self.name or DEFAULT_DISPLAY_NAME
+
     @classmethod
     def of_agent(cls, profiles: Mapping[str, AgentProfile], agent: str | None) -> BindingPersona:
         """The persona ``agent`` speaks under: its profile's display name and avatar; without
@@ -137,6 +142,9 @@ class BindingMetadata(BaseModel):
     """Where the spawn that made the binding was asked from."""
     thread_name: str | None = None
     """The name of the thread to open, for a binding that opens one."""
+    task: str | None = None
+    """The task a spawn opened the conversation for, whole: a channel whose threads
+    hang from a message (Matrix) shows it there."""
     default_mode: SteerOrFollowUp | None = None
     """How a plain message reaches a running agent (``/session mode``); None: steer."""
     status_message_id: str | None = None

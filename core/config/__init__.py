@@ -45,6 +45,7 @@ from core.config.loading import (
 )
 from core.config.tables import (
     DEFAULT_ACCOUNT_ID,
+    DEFAULT_ADMIN_POWER_LEVEL,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_DISPLAY_NAME,
     KNOWN_TOOLS,
@@ -58,6 +59,8 @@ from core.config.tables import (
     DiscordConfig,
     DiscordEndpointsConfig,
     LoggingConfig,
+    MatrixAccountConfig,
+    MatrixConfig,
     McpServerConfig,
     McpServerName,
     PlaygroundConfig,
@@ -77,6 +80,7 @@ from core.config.tables import (
 __all__ = [
     "DEFAULTS_SOURCE",
     "DEFAULT_ACCOUNT_ID",
+    "DEFAULT_ADMIN_POWER_LEVEL",
     "DEFAULT_CONFIG_FILE",
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DISPLAY_NAME",
@@ -100,6 +104,8 @@ __all__ = [
     "FlagSource",
     "FlagValue",
     "LoggingConfig",
+    "MatrixAccountConfig",
+    "MatrixConfig",
     "McpServerConfig",
     "McpServerName",
     "PlaygroundConfig",

@@ -203,12 +203,14 @@ def _levels(
                 "no such account",
             )
         account = channel_config.accounts.get(account_id)
-        levels.append(
-            (
-                f"channels.{channel}.accounts.{account_id}.threadBindings.{flag.key}",
-                account.thread_bindings if account is not None else None,
+        if account is None or "thread_bindings" in type(account).model_fields:
+            # an account table without flags of its own (Matrix's) has no level here
+            levels.append(
+                (
+                    f"channels.{channel}.accounts.{account_id}.threadBindings.{flag.key}",
+                    account.thread_bindings if account is not None else None,
+                )
             )
-        )
     levels.append((f"channels.{channel}.threadBindings.{flag.key}", channel_config.thread_bindings))
     if flag.at_session_level:
         levels.append((f"session.threadBindings.{flag.key}", config.session.thread_bindings))

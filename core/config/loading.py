@@ -64,6 +64,7 @@ __all__ = [
 DEFAULT_CONFIG_FILE = "config.toml"
 DEFAULTS_SOURCE = "<defaults>"
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_CONVENTIONAL_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 class Config(TomlTable):
@@ -86,6 +87,7 @@ class Config(TomlTable):
     _config_path: Path | None = PrivateAttr(default=None)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _tokens: dict[str, SecretStr] = PrivateAttr(default_factory=dict)
+    _matrix_tokens: dict[str, SecretStr] = PrivateAttr(default_factory=dict)
 
     @property
     def config_path(self) -> Path | None:
@@ -112,6 +114,22 @@ class Config(TomlTable):
         self._require_account(account_id)
         token = self._tokens.get(account_id)
         return token.get_secret_value() if token is not None else None
+
+    def matrix_account_ids(self) -> tuple[str, ...]:
+        """The configured Matrix accounts; none unless the file has some (no implicit one)."""
+        return tuple(self.channels.matrix.accounts)
+
+    def matrix_access_token(self, account_id: str) -> str:
+        """The Matrix account's access token, read from its ``access_token_env`` at load time
+        (loading fails without it, so a configured account always has one)."""
+        self._require_matrix_account(account_id)
+        return self._matrix_tokens[account_id].get_secret_value()
+
+    def matrix_appservice_registration(self, account_id: str) -> Path | None:
+        """The account's application-service registration file, absolute; None without one."""
+        self._require_matrix_account(account_id)
+        path = self.channels.matrix.accounts[account_id].appservice_registration
+        return None if path is None else self._base_dir / path
 
     def store_url(self) -> str:
         """The store URL with a relative SQLite path made absolute against ``base_dir``."""
@@ -150,6 +168,16 @@ class Config(TomlTable):
                 RUNTIME_SOURCE,
                 f"channels.discord.accounts.{account_id}",
                 f"a configured account id ({', '.join(self.account_ids())})",
+                "no such account",
+            )
+
+    def _require_matrix_account(self, account_id: str) -> None:
+        if account_id not in self.channels.matrix.accounts:
+            known = ", ".join(self.matrix_account_ids()) or "none configured"
+            raise ConfigError(
+                RUNTIME_SOURCE,
+                f"channels.matrix.accounts.{account_id}",
+                f"a configured Matrix account id ({known})",
                 "no such account",
             )
 
@@ -240,6 +268,7 @@ _TYPE_EXPECTED = {
     "string_type": "a string",
     "model_type": "a table",
     "dict_type": "a table",
+    "list_type": "an array",
 }
 
 
@@ -299,13 +328,11 @@ def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int,
         if len(path) == 4 and in_env:
             continue  # names of variables (env_from), or refused by McpServerConfig (env)
         if is_secret_key(str(key)):
-            in_account = path[:3] == ("channels", "discord", "accounts") and len(path) > 4
-            env_name = default_token_env(str(path[3])) if in_account else "DISCORD_TOKEN"
             raise ConfigError(
                 source,
                 _toml_key(path),
                 "no secrets in the config file: put the secret in an environment variable "
-                f'and reference it with token_env (e.g. token_env = "{env_name}")',
+                f"and reference it with {_secret_hint(path)}",
                 "a secret-looking key was found; its value is not shown",
             )
         if isinstance(value, Mapping):
@@ -314,6 +341,47 @@ def _reject_secrets(data: Mapping[str, Any], source: str, keys: tuple[str | int,
             for index, item in enumerate(value):
                 if isinstance(item, Mapping):
                     _reject_secrets(item, source, (*path, index))
+
+
+def _secret_hint(path: tuple[str | int, ...]) -> str:
+    """How the table at ``path`` names the variable holding its secret."""
+    if path[:2] == ("channels", "matrix"):
+        return 'access_token_env (e.g. access_token_env = "MATRIX_ACCESS_TOKEN")'
+    in_account = path[:3] == ("channels", "discord", "accounts") and len(path) > 4
+    env_name = default_token_env(str(path[3])) if in_account else "DISCORD_TOKEN"
+    return f'token_env (e.g. token_env = "{env_name}")'
+
+
+def _read_matrix_tokens(
+    config: Config, source: str, env: Mapping[str, str]
+) -> dict[str, SecretStr]:
+    """Every Matrix account's access token from its variable; a missing one is an error
+    naming the variable (never a value), and so is a missing registration file."""
+    tokens: dict[str, SecretStr] = {}
+    for account_id, account in config.channels.matrix.accounts.items():
+        where = f"channels.matrix.accounts.{account_id}"
+        name = account.access_token_env
+        token = env.get(name, "")
+        if not token:
+            # a name in capitals is a variable's; anything else might be a pasted token
+            shown = name if _CONVENTIONAL_ENV_NAME.fullmatch(name) else "the variable it names"
+            raise ConfigError(
+                source,
+                f"{where}.access_token_env",
+                f"the environment variable {shown} set to the account's access token",
+                f"{shown} is {'empty' if name in env else 'not set'}",
+            )
+        tokens[account_id] = SecretStr(token)
+        registration = config.matrix_appservice_registration(account_id)
+        if registration is not None and not registration.is_file():
+            raise ConfigError(
+                source,
+                f"{where}.appservice_registration",
+                "the path of an application service's registration file (relative: to "
+                "this file's directory)",
+                "no such file",
+            )
+    return tokens
 
 
 def check_agent_references(config: Config, source: str) -> None:
@@ -401,6 +469,7 @@ def _build(
         token = env.get(config.token_env(account_id), "")
         if token:
             config._tokens[account_id] = SecretStr(token)
+    config._matrix_tokens = _read_matrix_tokens(config, source, env)
     return config
 
 

@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 __all__ = [
     "DEFAULT_ACCOUNT_ID",
+    "DEFAULT_ADMIN_POWER_LEVEL",
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DISPLAY_NAME",
     "DEFAULT_ENABLED",
@@ -49,6 +50,8 @@ __all__ = [
     "DiscordEndpointsConfig",
     "Hours",
     "LoggingConfig",
+    "MatrixAccountConfig",
+    "MatrixConfig",
     "McpServerConfig",
     "McpServerName",
     "PlaygroundConfig",
@@ -72,6 +75,10 @@ DEFAULT_MAX_AGE_HOURS = 0.0
 DEFAULT_SPAWN_SUBAGENT_SESSIONS = False
 DEFAULT_SCHEDULED_TASKS = True
 DEFAULT_ACCOUNT_ID = "default"
+DEFAULT_ADMIN_POWER_LEVEL = 100
+"""A Matrix room's administrators by default: power level 100, what a room's creator has."""
+MAX_POWER_LEVEL: Final = 2**53 - 1
+"""The largest integer Matrix's canonical JSON carries, so the largest power level."""
 
 DEFAULT_DISPLAY_NAME: Final = "Subagent"
 """The name an agent without a profile is shown under (see :func:`agent_display_name`)."""
@@ -99,6 +106,15 @@ McpServerName = Annotated[
 """A server's name becomes the prefix of its tools' model names (``server__tool``), so it
 holds only what every provider accepts in a tool name, and never two underscores in a row."""
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MATRIX_SERVER: Final = r"(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,255})(?::[0-9]{1,5})?"
+_MATRIX_USER_ID: Final = re.compile(rf"@[\x21-\x39\x3b-\x7e]+:{_MATRIX_SERVER}")
+"""``@localpart:server``: a localpart of printable ASCII without ``:`` (the spec's historical
+grammar, which clients must accept), then a host name or IP literal and an optional port."""
+_MATRIX_ROOM_ID: Final = re.compile(r"![\x21-\x7e]+")
+"""``!opaque`` or ``!opaque:server``: room version 12 dropped the server part."""
+_MATRIX_ID_MAX: Final = 255
+_MATRIX_TOKEN_PREFIXES: Final = ("syt_", "mct_")
+"""How Synapse's and the Matrix Authentication Service's access tokens begin."""
 _MCP_SERVER: Final = re.compile(r"(?=.{1,32}$)[a-z0-9][a-z0-9-]*(?:_[a-z0-9-]+)*")
 
 
@@ -111,6 +127,21 @@ def invalid_value(expected: str, problem: str) -> PydanticCustomError:
     return PydanticCustomError(
         "tb_config", "{expected}", {"expected": expected, "problem": problem}
     )
+
+
+def check_env_name(
+    value: str, *, example: str, holds: str, token_prefixes: tuple[str, ...] = ()
+) -> str:
+    """``value`` is an environment variable's NAME: a pasted value of what it ``holds`` (the
+    token, the key) is refused without being shown, and so is a name that starts as such a
+    token does (``token_prefixes``)."""
+    if not _ENV_NAME.fullmatch(value) or value.startswith(token_prefixes):
+        raise invalid_value(
+            f"the NAME of an environment variable (letters, digits and '_'), e.g. {example}",
+            f"the value is not a variable name; if it is the {holds} itself, move it into "
+            "that environment variable (value not shown)",
+        )
+    return value
 
 
 class TomlTable(BaseModel):
@@ -162,14 +193,7 @@ class AccountConfig(TomlTable):
     @classmethod
     def _is_variable_name(cls, value: str) -> str:
         """Catch a token pasted where its variable's name belongs, without echoing it."""
-        if not _ENV_NAME.fullmatch(value):
-            raise invalid_value(
-                "the NAME of an environment variable (letters, digits and '_'), "
-                "e.g. DISCORD_TOKEN_MAIN",
-                "the value is not a variable name; if it is the token itself, move it into "
-                "that environment variable (value not shown)",
-            )
-        return value
+        return check_env_name(value, example="DISCORD_TOKEN_MAIN", holds="token")
 
 
 def default_token_env(account_id: str) -> str:
@@ -201,10 +225,106 @@ class DiscordConfig(TomlTable):
         return filled
 
 
+class MatrixAccountConfig(TomlTable):
+    """``[channels.matrix.accounts.<id>]``: one Matrix account the bot runs as.
+
+    Like a Discord account it names the environment variable holding its access token
+    (``access_token_env``), never the token; the variable must be set when the file is
+    loaded, since a Matrix account is only ever configured on purpose.
+    """
+
+    homeserver: str
+    """The client-server API's base URL (``https://matrix.example.org``)."""
+    user_id: str
+    """The account's full user id, ``@threadbound:example.org``."""
+    access_token_env: str
+    rooms: list[str] = Field(default_factory=list)
+    """Room ids (``!abc:example.org``) the bot serves; empty: every room it is invited to."""
+    admin_power_level: int = Field(default=DEFAULT_ADMIN_POWER_LEVEL, ge=1, le=MAX_POWER_LEVEL)
+    """A room member at this power level or above counts as an administrator there."""
+    appservice_registration: str | None = Field(default=None, min_length=1)
+    """An application service's registration file (relative: to the config's directory):
+    personas then speak as virtual users of their own."""
+
+    @field_validator("homeserver")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        check_http_url(
+            value,
+            example="https://matrix.example.org",
+            where_secrets_go="the access token goes in the variable named by access_token_env",
+        )
+        return value.rstrip("/")
+
+    @field_validator("user_id")
+    @classmethod
+    def _user_id(cls, value: str) -> str:
+        if len(value) > _MATRIX_ID_MAX or not _MATRIX_USER_ID.fullmatch(value):
+            raise invalid_value(
+                "a full Matrix user id, @localpart:server, e.g. @threadbound:example.org",
+                "not of that form",
+            )
+        return value
+
+    @field_validator("access_token_env")
+    @classmethod
+    def _is_variable_name(cls, value: str) -> str:
+        """Synapse's tokens (``syt_…``, ``mct_…``) are valid variable names: refuse them too."""
+        return check_env_name(
+            value,
+            example="MATRIX_ACCESS_TOKEN",
+            holds="access token",
+            token_prefixes=_MATRIX_TOKEN_PREFIXES,
+        )
+
+    @field_validator("rooms")
+    @classmethod
+    def _room_ids(cls, value: list[str]) -> list[str]:
+        wrong = [
+            index
+            for index, room in enumerate(value)
+            if len(room) > _MATRIX_ID_MAX or not _MATRIX_ROOM_ID.fullmatch(room)
+        ]
+        if wrong:
+            raise invalid_value(
+                "room ids such as !abc:example.org (a room's settings show it; not its #alias)",
+                f"item {wrong[0]} is not a room id",
+            )
+        if len(set(value)) != len(value):
+            raise invalid_value("each room once", "a room id is listed twice")
+        return value
+
+
+class MatrixConfig(TomlTable):
+    """``[channels.matrix]``: channel-level flags and the Matrix accounts."""
+
+    thread_bindings: ThreadBindingsLevel = Field(
+        default_factory=ThreadBindingsLevel, alias="threadBindings"
+    )
+    accounts: dict[AccountId, MatrixAccountConfig] = Field(default_factory=dict)
+
+    @field_validator("accounts")
+    @classmethod
+    def _one_account_per_user(
+        cls, value: dict[str, MatrixAccountConfig]
+    ) -> dict[str, MatrixAccountConfig]:
+        """Two accounts logged in as one user would both answer every event."""
+        seen: dict[str, str] = {}
+        for account_id, account in value.items():
+            if account.user_id in seen:
+                raise invalid_value(
+                    "one account per Matrix user",
+                    f"accounts {seen[account.user_id]} and {account_id} are the same user",
+                )
+            seen[account.user_id] = account_id
+        return value
+
+
 class ChannelsConfig(TomlTable):
     """``[channels]``: one table per channel adapter."""
 
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
 
 
 # -- the operational tables (snake_case) -------------------------------------------------
@@ -615,14 +735,9 @@ class ProviderConfig(TomlTable):
     @classmethod
     def _is_variable_name(cls, value: str | None) -> str | None:
         """Catch a key pasted where its variable's name belongs, without echoing it."""
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise invalid_value(
-                "the NAME of an environment variable (letters, digits and '_'), "
-                "e.g. OPENAI_API_KEY",
-                "the value is not a variable name; if it is the key itself, move it into "
-                "that environment variable (value not shown)",
-            )
-        return value
+        if value is None:
+            return None
+        return check_env_name(value, example="OPENAI_API_KEY", holds="key")
 
 
 # -- [acp_agents.<name>] ------------------------------------------------------------------

@@ -71,7 +71,8 @@ class InboxMessage:
 
 @dataclass(frozen=True, slots=True)
 class InboxPress:
-    """A button press that changes state (a brief asked for, an approval, a handoff).
+    """A button press that changes state (a brief asked for, an approval, a handoff), or
+    a command typed as a message on a channel without commands of its own (Matrix's ``!``).
 
     Recorded before it acts, keyed by the channel's id for the press: the same
     press delivered twice acts once, and one a crash cut off is found at the

@@ -1,4 +1,5 @@
-"""The ``inbox`` and ``inbox_cursors`` tables' queries: units of work for ``Database.run``.
+"""Queries of the ``inbox``, ``inbox_cursors`` and ``inbox_positions`` tables, each a unit of
+work for ``Database.run``.
 
 Rows become :class:`~core.inbox.records.InboxMessage` values here and nowhere
 else. Every function is portable SQL (``ON CONFLICT`` reads the same on
@@ -16,7 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from core.bindings.records import ConversationRef
 from core.inbox.records import FileRef, InboxMessage, InboxPress
-from core.store.tables import InboxCursorRow, InboxRow, table_of
+from core.store.tables import InboxCursorRow, InboxPositionRow, InboxRow, table_of
 
 __all__ = [
     "advance_cursors",
@@ -27,13 +28,16 @@ __all__ = [
     "pending",
     "pending_conversations",
     "pending_presses",
+    "position",
     "record_message",
     "record_messages",
     "record_press",
+    "save_position",
 ]
 
 _I = table_of(InboxRow)
 _C = table_of(InboxCursorRow)
+_P = table_of(InboxPositionRow)
 _INSERTS: dict[str, Any] = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 """``INSERT … ON CONFLICT``: spelled alike on both dialects, built by each one's own insert."""
 
@@ -306,6 +310,30 @@ def advance_cursors(
             }
             for conversation_id, seq in seen.items()
         ],
+    )
+
+
+def position(conn: Connection, channel: str, account_id: str) -> str | None:
+    """Where the account's event stream was read up to; None before its first save."""
+    found = conn.execute(
+        select(_P.c.position).where(_P.c.channel == channel, _P.c.account_id == account_id)
+    ).scalar()
+    return None if found is None else str(found)
+
+
+def save_position(
+    conn: Connection, channel: str, account_id: str, token: str, now: datetime
+) -> None:
+    """Keep ``token`` as the account's position (the channel's tokens are opaque: the
+    newest saved is the one resumed from)."""
+    insert = _INSERTS[conn.dialect.name](_P)
+    conn.execute(
+        insert.values(
+            channel=channel, account_id=account_id, position=token, updated_at=now
+        ).on_conflict_do_update(
+            index_elements=[_P.c.channel, _P.c.account_id],
+            set_={"position": insert.excluded.position, "updated_at": insert.excluded.updated_at},
+        )
     )
 
 

@@ -446,6 +446,18 @@ class Inbox:
             except Exception:
                 _log.warning("inbox.cursor_flush_failed", exc_info=True)
 
+    # -- positions: how far an account's event stream was read ---------------------
+
+    async def position(self, channel: str, account_id: str) -> str | None:
+        """The token the account's event stream resumes from; None before its first save."""
+        found: str | None = await self._db.run(repository.position, channel, account_id)
+        return found
+
+    async def save_position(self, channel: str, account_id: str, token: str) -> None:
+        """Keep ``token`` as where the stream resumes: call it only once every message
+        the stream gave before it is recorded (:meth:`receive` has returned for each)."""
+        await self._db.run(repository.save_position, channel, account_id, token, self.clock.now())
+
 
 async def _no_fetch(file: FileRef) -> bytes:
     raise FileUnavailable(file.name, "the channel it came from is not connected")

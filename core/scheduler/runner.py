@@ -232,7 +232,10 @@ class ScheduleRunner:
         behind = (now - due).total_seconds()
         missed = behind > self._settings.misfire_grace_seconds
         skip = None
-        if not missed and not self._policy.schedules(job.scope, job.conversation.account_id):
+        where = job.conversation
+        if not missed and not self._policy.schedules(
+            job.scope, where.account_id, channel=where.channel
+        ):
             skip = "scheduledTasks is off here"
         return Planned(
             due_at=due,

@@ -61,7 +61,9 @@ class SchedulePolicy(Protocol):
     """Whether the scheduler is on for a scope and account: ``scheduledTasks`` resolved
     (:class:`core.overrides.RuntimeOverrides` is one)."""
 
-    def schedules(self, scope: str | None, account_id: str | None = None) -> bool: ...
+    def schedules(
+        self, scope: str | None, account_id: str | None = None, *, channel: str = "discord"
+    ) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +131,7 @@ class Schedules:
             repository.JobLimit: the owner has the most jobs allowed.
         """
         where = request.where
-        if not self._policy.schedules(request.scope, where.account_id):
+        if not self._policy.schedules(request.scope, where.account_id, channel=where.channel):
             raise FeatureDisabled(FLAG_SCHEDULED_TASKS, "a scheduled job")
         if is_blank(request.task):
             raise JobRefused("the task is empty; say what should be done at each run")
@@ -195,7 +197,8 @@ class Schedules:
         owner = (record.requested_by if record is not None else None) or binding.bound_by
         if owner is None:
             raise JobRefused("this session has no owner to schedule a wake-up for")
-        if not self._policy.schedules(binding.scope, binding.conversation.account_id):
+        where = binding.conversation
+        if not self._policy.schedules(binding.scope, where.account_id, channel=where.channel):
             raise FeatureDisabled(FLAG_SCHEDULED_TASKS, "a scheduled wake-up")
         now = self.clock.now()
         text = after.strip()
@@ -322,7 +325,8 @@ class Schedules:
         job = self._may_change(await self.get(job_id, scope), caller, admin=admin)
         if job.state == "active":
             return job
-        if not self._policy.schedules(scope, job.conversation.account_id):
+        where = job.conversation
+        if not self._policy.schedules(scope, where.account_id, channel=where.channel):
             raise FeatureDisabled(FLAG_SCHEDULED_TASKS, "resuming a scheduled job")
         now = self.clock.now()
         due = job.next_run_at

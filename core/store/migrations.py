@@ -28,6 +28,7 @@ from core.store.tables import (
     ConfigOverrideRow,
     HandoffRow,
     InboxCursorRow,
+    InboxPositionRow,
     InboxRow,
     LeaseRow,
     ScheduledJobRow,
@@ -168,6 +169,11 @@ def _v13_scheduler(conn: Connection) -> None:
         table_of(table).create(conn, checkfirst=True)
 
 
+def _v14_inbox_positions(conn: Connection) -> None:
+    """Where an account's event stream was read up to (a Matrix sync token)."""
+    table_of(InboxPositionRow).create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session bindings", _v1_bindings),
     Migration(2, "session event log with head and branch projections", _v2_session_events),
@@ -182,6 +188,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "external agents' process groups, until stopped", _v11_acp_processes),
     Migration(12, "subagents: a reply posted where it was asked", _v12_subagent_replies),
     Migration(13, "scheduled jobs and their runs", _v13_scheduler),
+    Migration(14, "where an account's event stream was read up to", _v14_inbox_positions),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -375,6 +375,23 @@ class InboxCursorRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
+class InboxPositionRow(SQLModel, table=True):
+    """Where an account's stream of events was read up to, in the channel's own token.
+
+    A channel that hands its events out as one stream per account, resumed from a
+    token it gave (a Matrix ``/sync``'s ``next_batch``), keeps that token here. It is
+    written only once the events it covers are in the inbox, so a restart resumes
+    before anything that was not recorded, never after.
+    """
+
+    __tablename__ = "inbox_positions"
+
+    channel: str = Field(sa_column=Column(String(32), primary_key=True))
+    account_id: str = Field(sa_column=Column(String(64), primary_key=True))
+    position: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
 class ThreadMessageRow(SQLModel, table=True):
     """A message an agent's words went into, recorded before its final text is posted.
 

@@ -119,7 +119,9 @@ class SpawnPolicy(Protocol):
     """Whether a subagent may open a thread of its own there: the resolved flags (binding
     and spawning on, the scope's runtime overrides applied)."""
 
-    def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool: ...
+    def spawns_threads(
+        self, scope: str | None, account_id: str | None = None, *, channel: str = "discord"
+    ) -> bool: ...
 
 
 class SubagentService:
@@ -226,7 +228,9 @@ class SubagentService:
         Raises:
             FeatureDisabled: a session while threads are off there (it lives in a thread).
         """
-        threads = self._policy.spawns_threads(scope, requester.account_id)
+        threads = self._policy.spawns_threads(
+            scope, requester.account_id, channel=requester.channel
+        )
         if not threads and mode == "session":
             raise FeatureDisabled(
                 FLAG_SPAWN_SUBAGENT_SESSIONS, "a session-mode subagent in a thread"
@@ -268,7 +272,10 @@ class SubagentService:
             raise SpawnRefused("a reply is posted where it was asked: it has no thread")
         requester = request.requester
         account = requester.account_id if requester is not None else None
-        if request.thread and not self._policy.spawns_threads(request.scope, account):
+        channel = requester.channel if requester is not None else "discord"
+        if request.thread and not self._policy.spawns_threads(
+            request.scope, account, channel=channel
+        ):
             raise FeatureDisabled(FLAG_SPAWN_SUBAGENT_SESSIONS, "a subagent in its own thread")
         agent = self.choose_agent(request.agent)
         profile = self._profiles.get(agent or "")
@@ -384,6 +391,7 @@ class SubagentService:
             spawn_mode=record.mode,
             requester_conversation_id=requester.conversation_id,
             thread_name=(request.title or f"{persona.name}: {record.task}")[:100],
+            task=record.task,
         )
         if request.metadata:  # the caller's own keys, over ours
             metadata = BindingMetadata.model_validate({**metadata.changes(), **request.metadata})

@@ -116,3 +116,28 @@ async def test_who_set_an_override_is_kept_and_survives_a_restart(
     back = restarted.origin("g1", FLAG_SPAWN_SUBAGENT_SESSIONS)
     assert back is not None
     assert back.scope == "*"
+
+
+async def test_the_gates_read_the_channel_they_are_asked_for(open_store: StoreFactory) -> None:
+    """Spawning threads and scheduling on a Matrix account follow Matrix's flags, not
+    Discord's, and the other way round."""
+    matrix = {
+        "accounts": {
+            "default": {
+                "homeserver": "http://127.0.0.1:8008",
+                "user_id": "@threadbound:example.org",
+                "access_token_env": "MATRIX_ACCESS_TOKEN",
+            }
+        },
+        "threadBindings": {"spawnSubagentSessions": True, "scheduledTasks": False},
+    }
+    config = parse_config(
+        {"channels": {"discord": {"accounts": {"main": {}}}, "matrix": matrix}},
+        env={"MATRIX_ACCESS_TOKEN": "a-token-for-the-test"},
+    )
+    overrides = RuntimeOverrides(await open_store(), config)
+    await overrides.start()
+    assert overrides.spawns_threads("!room:example.org", "default", channel="matrix") is True
+    assert overrides.schedules("!room:example.org", "default", channel="matrix") is False
+    assert overrides.spawns_threads("g1", "main") is False  # Discord's defaults
+    assert overrides.schedules("g1", "main", channel="discord") is True

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands.session_model import usage_text
 from core.agent import Agent, AgentSettings, ToolRegistry
 from core.agent.messages import render_steering
+from core.agent.usage import usage_text
 from core.providers.demo import LABEL, DemoProvider, plan_reply
 from core.providers.types import (
     ChatMessage,

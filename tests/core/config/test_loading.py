@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,25 @@ class TestExampleFile:
         keys += ["url", "busy_timeout_ms", "touch_flush_seconds", "sweep_interval_seconds"]
         keys += ["level", "json_file", "console"]
         keys += ["workspace_dir", "idle_stop_seconds", "start_timeout_seconds", "acp"]
+        keys += ["homeserver", "user_id", "access_token_env", "rooms", "admin_power_level"]
+        keys += ["appservice_registration"]
         assert [key for key in keys if f"{key} =" not in text] == []
+
+    def test_the_matrix_example_loads_uncommented(self, tmp_path: Path):
+        """The commented Matrix tables are a working config once uncommented."""
+        text = (ROOT / "config.example.toml").read_text(encoding="utf-8")
+        start = text.index("# [channels.matrix.threadBindings]")
+        block = text[start : text.index("\n\n", start)]
+        settings = re.compile(r"# (\[[a-z.]+\]|[a-z_]+ = .*)")  # tables and keys, not prose
+        lines = [m[1] for line in block.splitlines() if (m := settings.fullmatch(line))]
+        (tmp_path / "threadbound-appservice.yaml").write_text("id: threadbound\n")
+        config = load_text(tmp_path, "\n".join(lines), env={"MATRIX_ACCESS_TOKEN": "t"})
+        account = config.channels.matrix.accounts["default"]
+        assert (account.user_id, account.rooms) == (
+            "@threadbound:example.org",
+            ["!abc:example.org"],
+        )
+        assert config.matrix_access_token("default") == "t"
 
     def test_the_readme_acp_example_loads_as_written(self, tmp_path: Path):
         """The README's [acp_agents] example is a working config (its key read from the

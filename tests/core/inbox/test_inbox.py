@@ -26,6 +26,7 @@ from core.sessions.log import SessionLog
 from core.store import Database
 from tests.fixtures.agents import GatedTools, tools_step
 from tests.fixtures.bindings import conv
+from tests.fixtures.stores import StoreFactory
 
 SESSION = "agent:inbox"
 THREAD = conv("1000", "10")
@@ -337,3 +338,35 @@ class TestFiles:
         assert outcome.kind == "empty"
         assert w.channel.fetched == []
         assert w.provider.calls == []
+
+
+class TestPositions:
+    async def test_a_position_is_none_until_saved_then_the_newest_saved(
+        self, database: Database, tmp_path: Path
+    ) -> None:
+        """An account's stream position reads back as last saved, per channel and account."""
+        w = await world(database, tmp_path, answer)
+        assert await w.inbox.position("matrix", "main") is None
+        await w.inbox.save_position("matrix", "main", "s72_1")
+        await w.inbox.save_position("matrix", "main", "s80_4")
+        await w.inbox.save_position("matrix", "other", "s3_0")
+        assert await w.inbox.position("matrix", "main") == "s80_4"
+        assert await w.inbox.position("matrix", "other") == "s3_0"
+        assert await w.inbox.position("discord", "main") is None
+
+    async def test_a_position_survives_a_restart(
+        self, open_store: StoreFactory, tmp_path: Path
+    ) -> None:
+        """Saved means durable: a new process on the same store resumes from it."""
+        w = await world(await open_store(), tmp_path, answer)
+        await w.inbox.save_position("matrix", "main", "s9_9")
+        database = await open_store()
+        bindings = SessionBindingService(database, clock=w.clock)
+        again = Inbox(
+            database,
+            InboundRouter(bindings, w.runtime),
+            bindings,
+            attachments=AttachmentStore(tmp_path / "again"),
+            text_max_bytes=10_000,
+        )
+        assert await again.position("matrix", "main") == "s9_9"

@@ -178,5 +178,7 @@ class _Threads:
     def __init__(self, threads: dict[str, bool]) -> None:
         self._threads = threads
 
-    def spawns_threads(self, scope: str | None, account_id: str | None = None) -> bool:
+    def spawns_threads(
+        self, scope: str | None, account_id: str | None = None, *, channel: str = "discord"
+    ) -> bool:
         return self._threads["allowed"]

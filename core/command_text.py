@@ -1,11 +1,13 @@
-"""Slash commands typed as text: ``/agents spawn task:"look into X" mode:session``.
+"""Commands typed as text: ``/agents spawn task:"look into X" mode:session``, ``!help``.
 
-The playground's page has a message box, not Discord's command picker, so a line
-starting with ``/`` is parsed here against the definitions the bot registered
-(the JSON bodies it uploaded, exactly what Discord's client reads too) and then
-sent as a real APPLICATION_COMMAND interaction. Parsing against the registered
-definitions, rather than a list kept here, means every command the bot adds
-works in the playground without touching this module.
+Where there is a message box rather than Discord's command picker, a line starting
+with the command prefix is parsed here against command definitions in the shape of
+Discord's application commands (name, description, options with a type, choices,
+``required``). The playground's page types ``/`` against the definitions the bot
+registered (exactly what Discord's client reads too) and sends a real interaction;
+Matrix, which has no commands of its own, types ``!`` against the Matrix adapter's.
+Parsing against definitions, rather than a list kept here, means a command added
+there works here without touching this module, with the same errors everywhere.
 
 Syntax, close to what Discord's own client accepts when pasted:
 
@@ -26,7 +28,7 @@ While a line is typed, :func:`parse_typing` finds the option being typed in, whe
 the bot autocompletes it (``autocomplete`` in its definition), so the page can ask
 the bot for choices as Discord's client does.
 
-Everything here is pure (no Discord, no I/O) so it is unit-tested directly.
+Everything here is pure (no chat platform, no I/O) so it is unit-tested directly.
 """
 
 from __future__ import annotations
@@ -215,42 +217,48 @@ def _find(definitions: Iterable[Json], name: str, types: Iterable[int]) -> Json 
 
 
 def parse_command(
-    text: str, definitions: Sequence[Json], *, resolve: Resolver | None = None
+    text: str,
+    definitions: Sequence[Json],
+    *,
+    resolve: Resolver | None = None,
+    prefix: str = "/",
 ) -> ParsedCommand:
-    """Parse ``/command [group] [subcommand] name:value …`` against registered definitions.
+    """Parse ``/command [group] [subcommand] name:value …`` against command definitions.
 
-    ``definitions`` are chat-input command bodies as the bot uploaded them.
-    Raises :class:`CommandTextError` with a message meant for the person typing.
+    ``definitions`` are chat-input command bodies (as the bot uploaded them to
+    Discord); ``prefix`` starts a command (``!`` on Matrix) and is how the errors
+    spell one. Raises :class:`CommandTextError` with a message meant for the person
+    typing.
     """
     line = text.strip()
-    if not line.startswith("/"):
-        raise CommandTextError("a command starts with /")
-    tokens = tokenize(line[1:])
+    if not line.startswith(prefix):
+        raise CommandTextError(f"a command starts with {prefix}")
+    tokens = tokenize(line[len(prefix) :])
     if not tokens or tokens[0].name is not None or not tokens[0].value:
-        raise CommandTextError("type a command name after the /; /help lists them")
+        raise CommandTextError(f"type a command name after the {prefix}; {prefix}help lists them")
     chat_input = [d for d in definitions if int(d.get("type", 1)) == 1]
     root = _find(chat_input, tokens[0].value, (1,))
     if root is None:
-        known = ", ".join(sorted(f"/{d['name']}" for d in chat_input)) or "none yet"
-        raise CommandTextError(f"no command /{tokens[0].value}; known: {known}")
+        known = ", ".join(sorted(f"{prefix}{d['name']}" for d in chat_input)) or "none yet"
+        raise CommandTextError(f"no command {prefix}{tokens[0].value}; known: {known}")
     path = [str(root["name"])]
     node: Json = root
     rest = tokens[1:]
     while _subcommands(node):
         if not rest or rest[0].name is not None:
             names = ", ".join(str(o["name"]) for o in _subcommands(node))
-            raise CommandTextError(f"/{' '.join(path)} needs a subcommand: one of {names}")
+            raise CommandTextError(f"{prefix}{' '.join(path)} needs a subcommand: one of {names}")
         found = _find(_subcommands(node), rest[0].value, (SUB_COMMAND, SUB_COMMAND_GROUP))
         if found is None:
             names = ", ".join(str(o["name"]) for o in _subcommands(node))
             raise CommandTextError(
-                f"/{' '.join(path)} has no subcommand {rest[0].value!r}; it has {names}"
+                f"{prefix}{' '.join(path)} has no subcommand {rest[0].value!r}; it has {names}"
             )
         path.append(str(found["name"]))
         node, rest = found, rest[1:]
     definitions_here = list(node.get("options") or [])
-    rest = _gather(rest, line[1:], definitions_here)
-    options = _options(path, definitions_here, rest, resolve)
+    rest = _gather(rest, line[len(prefix) :], definitions_here)
+    options = _options(path, definitions_here, rest, resolve, prefix)
     return ParsedCommand(path=tuple(path), options=options)
 
 
@@ -318,9 +326,13 @@ def _subcommands(node: Json) -> list[Json]:
 
 
 def _options(
-    path: list[str], definitions: list[Json], tokens: list[Token], resolve: Resolver | None
+    path: list[str],
+    definitions: list[Json],
+    tokens: list[Token],
+    resolve: Resolver | None,
+    prefix: str,
 ) -> dict[str, Any]:
-    usage = "/" + " ".join(path)
+    usage = prefix + " ".join(path)
     by_name = {str(d["name"]).lower(): d for d in definitions}
     raw: dict[str, str] = {}
     loose: list[str] = []
@@ -391,9 +403,10 @@ def _entity(name: str, kind: int, value: str, resolve: Resolver | None) -> int:
     return found
 
 
-def help_entries(definitions: Sequence[Json]) -> list[HelpEntry]:
-    """One entry per invocable command path, sorted, for the page's help list."""
+def help_entries(definitions: Sequence[Json], *, prefix: str = "/") -> list[HelpEntry]:
+    """One entry per invocable command path, sorted, for a help list."""
     entries: list[HelpEntry] = []
+    command_prefix = prefix
 
     def walk(prefix: list[str], node: Json) -> None:
         subs = _subcommands(node)
@@ -401,7 +414,7 @@ def help_entries(definitions: Sequence[Json]) -> list[HelpEntry]:
             for sub in subs:
                 walk([*prefix, str(sub["name"])], sub)
             return
-        parts = ["/" + " ".join(prefix)]
+        parts = [command_prefix + " ".join(prefix)]
         for option in node.get("options") or []:
             choices = [str(c["value"]) for c in option.get("choices") or []]
             kind = "|".join(choices) if choices else _TYPE_NAMES.get(int(option["type"]), "value")

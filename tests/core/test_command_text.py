@@ -1,10 +1,10 @@
-"""Slash commands typed as text, parsed against registered command definitions."""
+"""Commands typed as text, parsed against command definitions (``/`` or Matrix's ``!``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.playground.commands_text import (
+from core.command_text import (
     CommandTextError,
     Token,
     help_entries,
@@ -200,6 +200,29 @@ class TestParse:
         with pytest.raises(CommandTextError, match=message.replace("|", r"\|")):
             parse_command(text, DEFINITIONS)
 
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("/help", "starts with !"),
+            ("!", "type a command name after the !; !help lists them"),
+            ("!nope", "no command !nope; known: !agents, !config, !steer"),
+            ("!agents", "!agents needs a subcommand"),
+            ("!agents spawn mode:run", "!agents spawn needs task"),
+            ("!agents list extra", "!agents list: don't know what 'extra' is for"),
+        ],
+    )
+    def test_another_prefix_is_spelled_in_the_errors(self, text: str, message: str) -> None:
+        """With ``!`` (Matrix), the same errors name commands with ``!``."""
+        with pytest.raises(CommandTextError, match=message):
+            parse_command(text, DEFINITIONS, prefix="!")
+
+    def test_another_prefix_parses_the_same(self) -> None:
+        """``!agents spawn …`` means what ``/agents spawn …`` means."""
+        line = 'agents spawn task:"look into X" mode:session'
+        assert parse_command("!" + line, DEFINITIONS, prefix="!") == parse_command(
+            "/" + line, DEFINITIONS
+        )
+
     def test_context_menu_commands_are_not_typed(self) -> None:
         with pytest.raises(CommandTextError, match="no command /Inspect"):
             parse_command("/Inspect", DEFINITIONS)
@@ -220,6 +243,13 @@ def test_help_lists_every_invocable_path() -> None:
         ),
         ("/steer text:<text>", "Steer the agent."),
     ]
+
+
+def test_help_spells_the_prefix() -> None:
+    """A help list for ``!`` shows ``!`` commands."""
+    usages = [e.usage for e in help_entries(DEFINITIONS, prefix="!")]
+    assert usages[0] == "!agents list"
+    assert usages[-1] == "!steer text:<text>"
 
 
 class TestTyping:

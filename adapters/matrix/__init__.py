@@ -1,0 +1,16 @@
+"""The Matrix adapter: translation between a homeserver and the core, nothing decided here.
+
+So far: an account logs in with its token, syncs, and joins the rooms it may serve
+(:class:`MatrixConnection`); people's messages in bound threads go to the core inbox,
+the sync position saved after them (:class:`~adapters.matrix.inbox.MatrixInbox`); and
+``!`` commands are answered as replies (:class:`~adapters.matrix.commands.MatrixCommands`);
+a binding that names no conversation opens a thread on a root message in the room
+(:class:`~adapters.matrix.threads.MatrixThreads`).
+"""
+
+from __future__ import annotations
+
+from adapters.matrix.connection import MatrixConnection
+from adapters.matrix.errors import MATRIX_FAILURES, MatrixLoginError, matrix_said
+
+__all__ = ["MATRIX_FAILURES", "MatrixConnection", "MatrixLoginError", "matrix_said"]

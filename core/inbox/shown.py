@@ -1,0 +1,66 @@
+"""What a message's author is shown of what became of it, on every channel alike.
+
+A reaction on the message for how it was delivered, and a one-sentence reply
+when it could not be saved or handed over. The channel puts them where its
+people see them (a Discord reaction and reply, a Matrix annotation and
+``m.in_reply_to``); the marks and the words are decided here, once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from core.attachments import refusal_text
+from core.inbox.records import Outcome
+
+__all__ = [
+    "BUSY_MARK",
+    "FAILED_MARK",
+    "MODE_MARKS",
+    "mark_of",
+    "not_passed_text",
+    "not_saved_text",
+    "replies_of",
+]
+
+MODE_MARKS: Final = {"steer": "🧭", "follow_up": "📥", "started": "▶️"}
+"""The reaction that shows which mode a thread message was delivered in."""
+FAILED_MARK: Final = "⚠️"
+BUSY_MARK: Final = MODE_MARKS["follow_up"]
+"""Queued for the process that runs the session now: like a follow-up, it comes later."""
+
+
+def mark_of(outcome: Outcome) -> str | None:
+    """The reaction for ``outcome``; None when the message shows nothing."""
+    if outcome.kind == "delivered":
+        return MODE_MARKS["started" if outcome.started else outcome.mode or "steer"]
+    if outcome.kind == "busy":
+        return BUSY_MARK
+    if outcome.kind == "failed":
+        return FAILED_MARK
+    return None
+
+
+def replies_of(outcome: Outcome, name: str) -> list[str]:
+    """The replies ``outcome`` owes its author, ``name`` being whom it was for."""
+    replies = []
+    if outcome.kind == "failed" and outcome.tell:
+        replies.append(not_passed_text(name, outcome.reason))
+    if outcome.refused and outcome.kind in ("delivered", "empty"):
+        replies.append(refusal_text(list(outcome.refused)))
+    return replies
+
+
+def not_passed_text(name: str, reason: str | None) -> str:
+    return (
+        f"⚠️ This message could not be passed to **{name}**: {reason}. "
+        f"It stays queued: it goes to {name} with the next message here, or "
+        "when the bot restarts."
+    )
+
+
+def not_saved_text(name: str) -> str:
+    return (
+        f"⚠️ This message could not be saved, so it did not reach **{name}** "
+        "(the bot's store did not answer). Please send it again."
+    )

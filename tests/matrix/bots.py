@@ -1,0 +1,171 @@
+"""A bot over the real services on the test homeserver, and a person's ways of reading it.
+
+The bot account runs :func:`bot.wiring.build_services` (the scripted model) with the
+Matrix adapter's pieces plugged as the app will plug them: the sync loop into the
+inbox and the commands, the thread opener as the account's channel adapter. A person
+types with a mautrix client of their own and reads the bot's replies as their client
+would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from mautrix.client import Client
+from mautrix.types import EventID, PaginationDirection, RoomID, TextMessageEventContent
+
+from adapters.matrix import MatrixConnection
+from adapters.matrix.commands import MatrixCommands
+from adapters.matrix.inbox import MatrixInbox
+from adapters.matrix.threads import MatrixThreads
+from bot.wiring import build_services
+from core.clock import FakeClock
+from core.config import parse_config
+from core.providers.scripted import ScriptedProvider, Step
+from core.services import Services
+from core.usecases import UseCases
+from tests.matrix.synapse import MatrixUser, Synapse, matrix_client
+
+WAIT = 30.0
+TOKEN_ENV = "MATRIX_ACCESS_TOKEN"
+_people = itertools.count()
+
+
+@dataclass
+class Watched:
+    """The account's sync handler, noting each batch it finished."""
+
+    matrix: MatrixInbox
+    batches: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def resume_from(self) -> str | None:
+        return await self.matrix.resume_from()
+
+    async def handle(self, rooms: Mapping[str, Any], /, *, since: str | None) -> None:
+        await self.matrix.handle(rooms, since=since)
+
+    async def handled(self, next_batch: str, /) -> None:
+        await self.matrix.handled(next_batch)
+        async with self.changed:
+            self.batches += 1
+            self.changed.notify_all()
+
+    async def wait_batches(self, count: int) -> None:
+        async with asyncio.timeout(WAIT), self.changed:
+            await self.changed.wait_for(lambda: self.batches >= count)
+
+
+@dataclass
+class Bot:
+    synapse: Synapse
+    user: MatrixUser
+    services: Services
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Watched]:
+        config = self.services.config
+        async with aiohttp.ClientSession() as http:
+            connection = MatrixConnection.from_config(config, "default", session=http)
+            commands = MatrixCommands("default", connection.client, UseCases.of(self.services))
+            threads = MatrixThreads("default", connection.client)
+            self.services.adapters.register(threads, replace=True)
+            matrix = MatrixInbox(
+                "default",
+                connection.client,
+                self.services.inbox,
+                self.services.bindings,
+                commands=commands,
+            )
+            watched = Watched(matrix)
+            connection.handler = watched
+            task = asyncio.create_task(connection.run())
+            try:
+                yield watched
+            finally:
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+
+@asynccontextmanager
+async def services_bot(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Bot]:
+    """A bot account of its own over the real services (a store in ``tmp_path``)."""
+    user = synapse.register(f"tb-services-bot-{next(_people)}")
+    account = {
+        "homeserver": synapse.base_url,
+        "user_id": user.user_id,
+        "access_token_env": TOKEN_ENV,
+    }
+    config = parse_config(
+        {
+            "store": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},
+            "channels": {"matrix": {"accounts": {"default": account}}},
+        },
+        config_path=tmp_path / "config.toml",
+        env={TOKEN_ENV: user.access_token},
+    )
+    provider = ScriptedProvider(lambda _messages: Step(text="ok"))
+    services = await build_services(config, clock=FakeClock(), env={}, provider=provider)
+    try:
+        yield Bot(synapse, user, services)
+    finally:
+        await services.close()
+
+
+@asynccontextmanager
+async def a_person(synapse: Synapse) -> AsyncIterator[Client]:
+    """A person of their own, with their own client."""
+    async with matrix_client(synapse, synapse.register(f"typist-{next(_people)}")) as client:
+        yield client
+
+
+async def room_with(bot: Bot, person: Client) -> RoomID:
+    room_id = await person.create_room(invitees=[bot.user.user_id])
+    async with matrix_client(bot.synapse, bot.user) as bot_client:
+        await bot_client.join_room_by_id(room_id)
+    return room_id
+
+
+async def position_of(bot: Bot) -> str:
+    """The bot account's sync position now, as its own client reads it."""
+    async with matrix_client(bot.synapse, bot.user) as client:
+        return str((await client.sync(timeout=0))["next_batch"])
+
+
+async def send(person: Client, room_id: RoomID, text: str, *, thread: str | None = None) -> EventID:
+    content: dict[str, Any] = {"msgtype": "m.text", "body": text}
+    if thread is not None:
+        content["m.relates_to"] = {"rel_type": "m.thread", "event_id": thread}
+    return await person.send_message(room_id, TextMessageEventContent.deserialize(content))
+
+
+async def replies_to(
+    person: Client, room_id: RoomID, event_id: EventID, *, count: int = 1
+) -> list[Mapping[str, Any]]:
+    """The events replying to ``event_id`` as the person's client reads the room, once
+    ``count`` are there (a long-poll of their ``/sync`` between looks)."""
+    since = None
+    async with asyncio.timeout(WAIT):
+        while True:
+            page = await person.get_messages(room_id, PaginationDirection.BACKWARD, limit=100)
+            found = [
+                e.serialize()
+                for e in page.events
+                if (e.serialize().get("content") or {})
+                .get("m.relates_to", {})
+                .get("m.in_reply_to", {})
+                .get("event_id")
+                == event_id
+            ]
+            if len(found) >= count:
+                return found
+            since = (await person.sync(since=since, timeout=5_000))["next_batch"]
