@@ -256,7 +256,7 @@ class TestConfig:
     def test_a_fake_limits_by_the_default_unless_told(self) -> None:
         """Every fake limits as Discord does unless it is told otherwise."""
         assert FakeDiscord().rate_limits.config is DEFAULT_RATE_LIMITS
-        assert DEFAULT_RATE_LIMITS == RateLimits.discord()
+        assert RateLimits.discord() == DEFAULT_RATE_LIMITS
         assert FakeDiscord(rate_limits=RateLimits.off()).rate_limits.config == RateLimits.off()
 
     def test_discord_sizes(self) -> None:
