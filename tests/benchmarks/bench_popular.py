@@ -114,9 +114,11 @@ NAIVE_TOKEN = "bench-naive"
 ANNOUNCED = "completed its task."
 PEAK_TARGET_MIB = 512
 WEBHOOKS_PER_CHANNEL = 10
-"""``[discord] webhooks_per_channel``'s default; with 2 requests a second each (the
-default ``webhook_requests_per_second``) the streams' edit budget."""
-WEBHOOK_RPS = 2.0
+"""``[discord] webhooks_per_channel``'s default; with :data:`WEBHOOK_RPS` each, the
+streams' edit budget."""
+WEBHOOK_RPS = 5 / 2
+"""A webhook's bucket in ``RateLimits.discord()`` (5 per 2 s): the pace of its requests,
+which go one at a time and wait whenever Discord's headers say the bucket is empty."""
 PREFIX = "@@ "
 """What starts a child's line meant for the parent (anything else is the child's noise)."""
 
