@@ -41,12 +41,14 @@ __all__ = ["Lane", "Pacer", "lane", "newest_text", "pace_session", "text_source"
 
 T = TypeVar("T")
 
-BURST = 2
-"""Requests that may start at once after a quiet spell; with ``rate`` a second on top,
-no second ever sees more than ``rate + BURST`` (47 at the default 45). Not 5: a request
-reaches Discord a little after it is let go, and requests let go late in one second can
-land in the next; with 50 allowed and 50 let go, that drift made global 429s
-(bench_popular: 2 in a run)."""
+BURST = 5
+"""Requests that may start at once after a quiet spell: a spawn's thread, intro and
+status line go together instead of one every 1/``rate`` s."""
+HEADROOM = 2
+"""Starts within any one second stay at most ``int(rate) + HEADROOM`` (47 at the default
+45), whatever the burst: a request reaches Discord a little after it is let go, and those
+let go late in one second can land in the next; with ``rate + BURST`` = 50 let go in a
+second against Discord's 50, that drift made global 429s (bench_popular: 2 in a run)."""
 
 
 class Lane(IntEnum):
@@ -145,6 +147,9 @@ class Pacer:
         self._sleep = sleep
         self._tokens = float(self._burst)
         self._stamp = clock()
+        self._ceiling = max(1, int(rate) + HEADROOM)
+        self._recent: deque[float] = deque()
+        """When the requests of the last second started (at most ``_ceiling``)."""
         self._lanes: dict[Lane, deque[_Ticket]] = {lane_: deque() for lane_ in Lane}
         self._streams: dict[str, _Ticket] = {}
         self._dispatcher: asyncio.Task[None] | None = None
@@ -220,6 +225,7 @@ class Pacer:
             ticket = self._next()
             if ticket is None:
                 self._tokens = min(self._burst, self._tokens + 1)  # not spent
+                self._recent.pop()
                 return
             if ticket.key is not None and self._streams.get(ticket.key) is ticket:
                 del self._streams[ticket.key]
@@ -237,13 +243,20 @@ class Pacer:
         return None
 
     async def _token(self) -> None:
-        """Wait for a token of the bucket (``burst`` deep, ``rate`` a second)."""
+        """Wait for a token of the bucket (``burst`` deep, ``rate`` a second) and for room
+        in the last second (at most ``_ceiling`` starts)."""
         while True:
             now = self._clock()
+            while self._recent and now - self._recent[0] >= 1.0:
+                self._recent.popleft()
+            if len(self._recent) >= self._ceiling:
+                await self._sleep(1.0 - (now - self._recent[0]))
+                continue
             self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self.rate)
             self._stamp = now
             if self._tokens >= 1 - 1e-9:  # (a float short of 1 would never fill up)
                 self._tokens = max(0.0, self._tokens - 1)
+                self._recent.append(now)
                 return
             await self._sleep((1 - self._tokens) / self.rate)
 

@@ -29,7 +29,9 @@ the bot's alone (the scripted model's share is a few dicts per step).
      thread bound and introduced (target median and p90 <= 0.2 s), beside
      the time the rate alone needs for the bot-token requests made meanwhile.
 2. The same, one spawn after another: each spawn's latency minus the time it
-   waited on Discord's REST API (thread creation, intro), beside that wait.
+   waited on Discord's REST API (thread creation, intro, with the bot token or
+   through a webhook, and the waits for the rate budget before them), beside
+   that wait.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import discord  # noqa: E402
 
 from adapters.discord.endpoints import use_endpoints  # noqa: E402
 from adapters.discord.manager import ManagerRegistry  # noqa: E402
+from adapters.discord.pacing import Pacer  # noqa: E402
 from bot.client import ThreadboundClient  # noqa: E402
 from bot.spawn import SpawnCommand, spawn  # noqa: E402
 from bot.wiring import build_services  # noqa: E402
@@ -69,19 +72,33 @@ _discord_time: dict[asyncio.Task[Any], float] = {}
 
 
 def count_discord_time() -> None:
-    """Add each REST call's duration to the task that awaited it."""
-    original = discord.http.HTTPClient.request
+    """Add the time each task spends on Discord to that task: its REST calls with the
+    bot token and through webhooks, and its waits for the rate budget before them (the
+    bot's pacers), each counted once where they nest."""
+    depth: dict[asyncio.Task[Any], int] = {}
 
-    async def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        task = asyncio.current_task()
-        started = time.perf_counter()
-        try:
-            return await original(self, *args, **kwargs)
-        finally:
-            if task in _discord_time:
-                _discord_time[task] += time.perf_counter() - started
+    def timing(original: Any) -> Any:
+        async def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            outermost = depth.get(task, 0) == 0
+            depth[task] = depth.get(task, 0) + 1
+            started = time.perf_counter()
+            try:
+                return await original(self, *args, **kwargs)
+            finally:
+                depth[task] -= 1
+                if not depth[task]:
+                    del depth[task]
+                if outermost and task in _discord_time:
+                    _discord_time[task] += time.perf_counter() - started
 
-    discord.http.HTTPClient.request = timed  # type: ignore[method-assign]
+        return timed
+
+    discord.http.HTTPClient.request = timing(discord.http.HTTPClient.request)  # type: ignore[method-assign]
+    adapter = discord.webhook.async_.AsyncWebhookAdapter
+    adapter.request = timing(adapter.request)  # type: ignore[method-assign]
+    Pacer.run = timing(Pacer.run)  # type: ignore[method-assign]
 
 
 class FakeProcess:

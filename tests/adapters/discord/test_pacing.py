@@ -52,6 +52,21 @@ async def test_requests_start_no_faster_than_the_rate() -> None:
     assert started[-1] == pytest.approx(1.0)  # then one every 0.1 s
 
 
+async def test_no_second_sees_more_than_the_rate_and_two_however_deep_the_burst() -> None:
+    """The bug: 45 a second plus a burst of 5 let exactly Discord's 50 go in a second, and
+    requests let go late in one second landed in the next: global 429s."""
+    pace, clock = pacer(rate=10, burst=5)
+    started: list[float] = []
+
+    async def send() -> None:
+        started.append(clock.now)
+
+    await asyncio.gather(*(pace.run(send) for _ in range(40)))
+    assert started[:5] == [0.0] * 5  # the burst still goes at once after a quiet spell
+    for first in started:
+        assert sum(1 for t in started if first <= t < first + 1 - 1e-9) <= 12  # 10 + 2
+
+
 async def test_people_go_first_then_deliveries_then_streams() -> None:
     pace, _ = pacer(rate=10, burst=1)
     order: list[str] = []
