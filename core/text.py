@@ -1,16 +1,18 @@
 """Fitting model output into a chat platform's messages, whichever platform.
 
 A platform refuses a message over its limit (Discord 2,000 characters, a Matrix
-event 65,536 bytes), so long output is split where a reader would: at a blank line, else a line end, else a space, and a
-hard cut only when a single word is longer than a message. A code block cut
-in two is closed at the end of one part and reopened (same language) at the
-start of the next, so neither part renders as broken markdown.
+event 65,536 bytes), so long output is split where a reader would: at a blank
+line, else a line end, else a space, and a hard cut only when a single word is
+longer than a message. A code block cut in two is closed at the end of one part
+and reopened (same language) at the start of the next, so neither part renders
+as broken markdown.
 
 Every cut falls between two extended grapheme clusters (what a reader sees as
 one character): a cut inside 👨‍👩‍👧‍👦, 🇫🇷, 👍🏽, 1️⃣ or a letter with its accents
 would leave mangled halves at the end of one message and the start of the
-next. Lengths are counted in code points (Python's ``len``), as Discord
-counts them (an adapter whose platform counts bytes picks a limit that fits); only a single cluster longer than a whole message is cut inside.
+next. Lengths are counted in code points (Python's ``len``), as Discord counts
+them; an adapter whose platform counts bytes picks a limit that fits. Only a
+single cluster longer than a whole message is cut inside.
 """
 
 from __future__ import annotations
