@@ -38,7 +38,11 @@ class Homeserver:
         started = self.clock.now() - FakeClock().now()
         self.seen.append((request.match_info["txn"], started.total_seconds()))
         if self.answers:
-            return self.answers.pop(0)()
+            answer = self.answers.pop(0)
+            if answer is DROP:  # the connection drops before any answer
+                assert request.transport is not None
+                request.transport.close()
+            return answer()
         return web.json_response({"event_id": f"$e{len(self.seen)}"})
 
 
@@ -47,6 +51,13 @@ def limited(ms: int) -> Answer:
         {"errcode": "M_LIMIT_EXCEEDED", "error": "Too Many Requests", "retry_after_ms": ms},
         status=429,
     )
+
+
+def _dropped() -> web.StreamResponse:
+    return web.Response()
+
+
+DROP: Answer = _dropped
 
 
 def failing(status: int) -> Answer:
@@ -125,6 +136,20 @@ class TestRetries:
         send = asyncio.create_task(sender.send("!r:example.org", {"body": "x"}, txn="same"))
         assert await ticking(homeserver.clock, send) == "$e3"
         assert [txn for txn, _ in homeserver.seen] == ["same"] * 3
+
+    async def test_a_dropped_connection_is_retried_with_the_same_transaction_id(
+        self, server: tuple[Homeserver, MatrixSender]
+    ) -> None:
+        """Connections dropped before the answer (aiohttp itself tries a reused one once
+        more): the send goes again until answered, with the same transaction id."""
+        homeserver, sender = server
+        homeserver.answers = [DROP, DROP, DROP]
+        send = asyncio.create_task(sender.send("!r:example.org", {"body": "x"}, txn="same"))
+        with capture_logs() as logs:
+            assert await ticking(homeserver.clock, send) == "$e4"
+        assert [txn for txn, _ in homeserver.seen] == ["same"] * 4
+        assert [e["status"] for e in logs if e["event"] == "matrix.send_retry"]
+        assert {e["status"] for e in logs if e["event"] == "matrix.send_retry"} == {0}
 
     async def test_a_refusal_is_not_retried(self, server: tuple[Homeserver, MatrixSender]) -> None:
         """A 403 ends the send at once with a DeliveryError naming what the server said."""
