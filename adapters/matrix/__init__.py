@@ -5,7 +5,10 @@ So far: an account logs in with its token, syncs, and joins the rooms it may ser
 the sync position saved after them (:class:`~adapters.matrix.inbox.MatrixInbox`); and
 ``!`` commands are answered as replies (:class:`~adapters.matrix.commands.MatrixCommands`);
 a binding that names no conversation opens a thread on a root message in the room
-(:class:`~adapters.matrix.threads.MatrixThreads`).
+(:class:`~adapters.matrix.threads.MatrixThreads`); a streamed answer is posted in its
+thread and edited with ``m.replace`` (:class:`~adapters.matrix.streaming.MatrixStream`),
+every send once per transaction id and at the homeserver's pace
+(:class:`~adapters.matrix.sending.MatrixSender`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ left to do. Connection failures,
 timeouts, 5xx answers and rate limits are retried with a capped backoff, from the same
 position; a refused token ends :meth:`run` with :class:`MatrixLoginError`. (mautrix's
 ``MLimitExceeded`` does not keep the answer's ``retry_after_ms``, so a rate-limited join
-or sync waits the backoff; sending, which must honour it exactly, will need to read it.)
+or sync waits the backoff; sending, which must honour it exactly, reads it itself:
+:class:`~adapters.matrix.sending.MatrixSender`.)
 
 The access token is registered with the log redaction on construction, and mautrix
 sends it as a header, so neither a log line nor an error shows it.
