@@ -182,8 +182,11 @@ class ThreadDelivery:
         """Show ``content`` in ``sent``; returns where it shows now.
 
         That is ``sent`` itself, or a new message when ``sent`` can no longer be
-        edited (deleted by someone, or made by a webhook that was deleted).
+        edited (deleted by someone, or made by a webhook that was deleted). The new
+        message carries what the edit would have: a streaming edit's newest words, which
+        its stream then counts as shown.
         """
+        text = text_source(content)
 
         async def once() -> Posted:
             try:
@@ -200,7 +203,7 @@ class ThreadDelivery:
                     message_id=sent.message_id,
                     code=exc.code,
                 )
-                return await self._post(record, persona, content)
+                return await self._post(record, persona, text())
 
         return await self._reliably(record, sent.path, once)
 

@@ -19,11 +19,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from adapters.discord.delivery import Persona
+from adapters.discord.pacing import newest_text
 from adapters.discord.retry import DEFAULT_POLICY
 from adapters.discord.text import split_message
 from core.canary import build_report
 from core.errors import DeliveryError, ProviderError
 from core.providers.scripted import Step
+from core.subagents.delivery import Posted
 from tests.e2e.conftest import Bot, StartBot
 from tests.e2e.helpers import TIMEOUT, persona_messages, settle, spawn, status_line
 
@@ -114,6 +116,28 @@ async def test_the_whole_answer_lands_despite_a_fault_mid_stream(
     assert ANSWER in s.shown()
     assert s.bot.services.bindings.get(s.bot.binding().binding_id) is not None
     assert [m.content for m in s.parent_messages()] == []
+
+
+async def test_a_repost_carries_the_newest_words_its_edit_was_carrying(
+    start_bot: StartBot,
+) -> None:
+    """The bug: an edit that waited its turn sends the stream's newest words and the
+    stream counts them shown; when that edit found its message deleted, the new message
+    carried the older words it was asked with, and the final text never came (a
+    flaky ``message_deleted`` case under load, where the edit waits)."""
+    s = await streaming(start_bot)
+    (first,) = persona_messages(s.bot.fake, s.thread_id)
+    s.bot.fake.ops.delete_message(first)
+    await s.bot.fake.gateway.drain()
+    delivery = s.bot.client.account.delivery
+    with newest_text(lambda: "the newest words"):
+        moved = await delivery.edit(
+            s.bot.binding(), Posted(str(first.id), "webhook"), Persona("Scout"), "older words"
+        )
+    assert moved.message_id != str(first.id)
+    assert "the newest words" in s.shown()
+    assert "older words" not in s.shown()
+    await finish(s)
 
 
 async def test_server_errors_are_waited_out_on_the_clock(start_bot: StartBot) -> None:
