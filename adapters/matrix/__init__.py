@@ -8,7 +8,9 @@ a binding that names no conversation opens a thread on a root message in the roo
 (:class:`~adapters.matrix.threads.MatrixThreads`); a streamed answer is posted in its
 thread and edited with ``m.replace`` (:class:`~adapters.matrix.streaming.MatrixStream`),
 every send once per transaction id and at the homeserver's pace
-(:class:`~adapters.matrix.sending.MatrixSender`).
+(:class:`~adapters.matrix.sending.MatrixSender`); a session's agent answers in its bound
+thread that way, one message per stretch of words, closed at a tool call or the turn's
+end (:class:`~adapters.matrix.presenter.MatrixPresenters`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,231 @@
+"""Showing a session's agent in its bound Matrix thread, under the binding's persona.
+
+A :class:`ThreadPresenter` listens to one agent's events. The model's words go into a
+:class:`~adapters.matrix.streaming.MatrixStream`: the first ones post a message in the
+thread, later ones edit it. A tool call, the end of the turn (however it ended) or a
+failure closes that message, so its final text lands whole and the next words start a
+new message below it. Listeners are synchronous: closing runs in a chain of tasks the
+presenter owns, and the next message's words wait for it, so messages keep their order.
+A delivery failure is logged, never raised into the agent.
+
+:class:`MatrixPresenters` decides, for one account, which agent is shown in which
+thread: an agent built for a session bound here, or a thread bound while its session's
+agent is in memory, gets a presenter; an ended binding's presenter stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from adapters.matrix.ids import CHANNEL
+from adapters.matrix.sending import MatrixSender
+from adapters.matrix.streaming import MatrixStream
+from core.agent.agent import Agent
+from core.agent.events import (
+    AgentErrorEvent,
+    AgentEvent,
+    TextDelta,
+    ToolStarted,
+    TurnCancelled,
+    TurnEnded,
+    TurnInterrupted,
+)
+from core.bindings.records import SessionBindingRecord
+from core.clock import Clock
+from core.events import AgentStarted, BindingEnded, BindingStarted, BindingUpdated, DomainEvent
+from core.logging import get_logger
+from core.services import Services
+
+__all__ = ["MatrixPresenters", "ThreadPresenter"]
+
+_log = get_logger("adapters.matrix")
+
+_CLOSES = (ToolStarted, TurnEnded, TurnCancelled, TurnInterrupted, AgentErrorEvent)
+"""What ends the message being written: its final text lands, the next words go below."""
+
+
+class ThreadPresenter:
+    """One agent's words in one bound Matrix thread."""
+
+    def __init__(
+        self,
+        sender: MatrixSender,
+        record: SessionBindingRecord,
+        *,
+        clock: Clock,
+        min_edit_interval: float = 1.0,
+    ) -> None:
+        room_id = record.conversation.parent_conversation_id
+        if not room_id:
+            raise ValueError("a Matrix thread's binding names its room as the parent")
+        self._sender = sender
+        self._record = record
+        self._room_id = room_id
+        self._root = record.conversation.conversation_id
+        self._name = record.meta.persona.shown_name
+        self._clock = clock
+        self._interval = min_edit_interval
+        self._stream: MatrixStream | None = None
+        self._chain: asyncio.Future[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    @property
+    def name(self) -> str:
+        """The persona the presenter speaks as."""
+        return self._name
+
+    def attach(self, agent: Agent) -> None:
+        """Start showing ``agent``."""
+        self._unsubscribe = agent.subscribe(self.on_event)
+
+    def detach(self) -> None:
+        """Show nothing more; the message being written lands what it has."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._close_stream()
+
+    def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, TextDelta):
+            self._append(event.text)
+        elif isinstance(event, _CLOSES):
+            self._close_stream()
+
+    async def drain(self) -> None:
+        """Wait until everything shown so far has reached the homeserver."""
+        while self._chain is not None and not self._chain.done():
+            await asyncio.shield(self._chain)
+        if self._stream is not None:
+            await self._stream.flush()
+
+    def _append(self, text: str) -> None:
+        if self._stream is None:
+            self._stream = MatrixStream(
+                self._sender,
+                self._room_id,
+                self._root,
+                key=f"{self._record.binding_id}:{uuid.uuid4().hex}",
+                name=self._name,
+                clock=self._clock,
+                min_interval=self._interval,
+            )
+        stream = self._stream
+        if self._chain is None or self._chain.done():
+            stream.append(text)
+        else:  # an earlier message is still landing: these words come after it
+
+            async def later() -> None:
+                stream.append(text)
+
+            self._then(later())
+
+    def _close_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            self._then(self._land(stream))
+
+    async def _land(self, stream: MatrixStream) -> None:
+        await stream.close()
+        if stream.failure is not None:
+            _log.warning(
+                "matrix.answer_failed",
+                binding_id=self._record.binding_id,
+                room_id=self._room_id,
+                error=str(stream.failure),
+            )
+
+    def _then(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` after what was scheduled before it."""
+        self._chain = asyncio.ensure_future(_after(self._chain, work))
+
+
+async def _after(previous: asyncio.Future[None] | None, work: Coroutine[Any, Any, None]) -> None:
+    try:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+    except BaseException:
+        work.close()
+        raise
+    await work
+
+
+class MatrixPresenters:
+    """Which agent is shown in which of one Matrix account's threads."""
+
+    def __init__(
+        self,
+        account_id: str,
+        sender: MatrixSender,
+        services: Services,
+        *,
+        clock: Clock | None = None,
+        min_edit_interval: float = 1.0,
+    ) -> None:
+        self.account_id = account_id
+        self._sender = sender
+        self._services = services
+        self._clock = clock or services.clock
+        self._interval = min_edit_interval
+        self._shown: dict[str, tuple[Agent, ThreadPresenter]] = {}
+
+    def on_event(self, event: DomainEvent) -> None:
+        """What the services tell this account (subscribed once, where it is built)."""
+        match event:
+            case AgentStarted(agent=agent):
+                for binding in self._services.bindings.list_by_session(agent.session_key):
+                    if self._shows(binding):
+                        self.present(binding, agent)
+            case BindingStarted(record=record):
+                self._show_resident(record)
+            case BindingUpdated(record=record, changed=changed) if "persona" in changed:
+                self._show_resident(record)
+            case BindingEnded(record=record):
+                entry = self._shown.pop(record.binding_id, None)
+                if entry is not None:
+                    entry[1].detach()
+            case _:
+                pass
+
+    def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
+        """Show ``agent`` in ``record``'s thread (once per agent instance and persona)."""
+        current = self._shown.get(record.binding_id)
+        if (
+            current is not None
+            and current[0] is agent
+            and current[1].name == record.meta.persona.shown_name
+        ):
+            return current[1]
+        if current is not None:
+            current[1].detach()  # the agent was rebuilt, or speaks as another persona
+        presenter = ThreadPresenter(
+            self._sender, record, clock=self._clock, min_edit_interval=self._interval
+        )
+        presenter.attach(agent)
+        self._shown[record.binding_id] = (agent, presenter)
+        return presenter
+
+    def presenter(self, binding_id: str) -> ThreadPresenter | None:
+        entry = self._shown.get(binding_id)
+        return entry[1] if entry else None
+
+    async def drain(self) -> None:
+        """Wait for everything the presenters queued to be sent (tests, shutdown)."""
+        for _, presenter in list(self._shown.values()):
+            await presenter.drain()
+
+    def _show_resident(self, record: SessionBindingRecord) -> None:
+        agent = self._services.runtime.peek(record.target_session_key)
+        if agent is not None and self._shows(record):
+            self.present(record, agent)
+
+    def _shows(self, binding: SessionBindingRecord) -> bool:
+        conversation = binding.conversation
+        return (
+            binding.status == "active"
+            and conversation.channel == CHANNEL
+            and conversation.account_id == self.account_id
+            and bool(conversation.parent_conversation_id)
+        )
