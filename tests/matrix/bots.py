@@ -25,9 +25,11 @@ from mautrix.types import EventID, PaginationDirection, RoomID, TextMessageEvent
 from adapters.matrix import MatrixConnection
 from adapters.matrix.commands import MatrixCommands
 from adapters.matrix.inbox import MatrixInbox
+from adapters.matrix.presenter import MatrixPresenters
+from adapters.matrix.sending import MatrixSender
 from adapters.matrix.threads import MatrixThreads
 from bot.wiring import build_services
-from core.clock import FakeClock
+from core.clock import FakeClock, SystemClock
 from core.config import parse_config
 from core.providers.scripted import ScriptedProvider, Step
 from core.services import Services
@@ -69,6 +71,8 @@ class Bot:
     synapse: Synapse
     user: MatrixUser
     services: Services
+    provider: ScriptedProvider
+    presenters: MatrixPresenters | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Watched]:
@@ -78,6 +82,15 @@ class Bot:
             commands = MatrixCommands("default", connection.client, UseCases.of(self.services))
             threads = MatrixThreads("default", connection.client)
             self.services.adapters.register(threads, replace=True)
+            # the services' clock is a fake one; the thread's edits are paced in real time
+            self.presenters = MatrixPresenters(
+                "default",
+                MatrixSender(connection.client),
+                self.services,
+                clock=SystemClock(),
+                min_edit_interval=0.2,
+            )
+            unsubscribe = self.services.events.subscribe(self.presenters.on_event)
             matrix = MatrixInbox(
                 "default",
                 connection.client,
@@ -91,14 +104,18 @@ class Bot:
             try:
                 yield watched
             finally:
+                unsubscribe()
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
 
 
 @asynccontextmanager
-async def services_bot(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Bot]:
-    """A bot account of its own over the real services (a store in ``tmp_path``)."""
+async def services_bot(
+    synapse: Synapse, tmp_path: Path, *, provider: ScriptedProvider | None = None
+) -> AsyncIterator[Bot]:
+    """A bot account of its own over the real services (a store in ``tmp_path``); its
+    model answers "ok" unless ``provider`` says otherwise."""
     user = synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
@@ -113,10 +130,10 @@ async def services_bot(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Bot]:
         config_path=tmp_path / "config.toml",
         env={TOKEN_ENV: user.access_token},
     )
-    provider = ScriptedProvider(lambda _messages: Step(text="ok"))
+    provider = provider or ScriptedProvider(lambda _messages: Step(text="ok"))
     services = await build_services(config, clock=FakeClock(), env={}, provider=provider)
     try:
-        yield Bot(synapse, user, services)
+        yield Bot(synapse, user, services, provider)
     finally:
         await services.close()
 
