@@ -60,18 +60,34 @@ class Watched:
     shown: list[tuple[str, str]] = field(default_factory=list)
     batches: int = 0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    saved: set[str] = field(default_factory=set)
+    """Events whose batch was handled to the end and its position saved."""
+    _batch: set[str] = field(default_factory=set)
 
     async def resume_from(self) -> str | None:
         return await self.matrix.resume_from()
 
     async def handle(self, rooms: Mapping[str, Any], /, *, since: str | None) -> None:
+        self._batch = {
+            event["event_id"]
+            for room in (rooms.get("join") or {}).values()
+            for event in (room.get("timeline") or {}).get("events") or []
+            if "event_id" in event
+        }
         await self.matrix.handle(rooms, since=since)
 
     async def handled(self, next_batch: str, /) -> None:
         await self.matrix.handled(next_batch)
         async with self.changed:
             self.batches += 1
+            self.saved |= self._batch
             self.changed.notify_all()
+
+    async def wait_saved(self, *event_ids: str) -> None:
+        """Until the batches carrying ``event_ids`` were handled and their position saved
+        (a stop before that reads them again, which the test of a restart must not race)."""
+        async with asyncio.timeout(WAIT), self.changed:
+            await self.changed.wait_for(lambda: set(event_ids) <= self.saved)
 
     @property
     def channel(self) -> str:
@@ -216,6 +232,7 @@ class TestWhileDown:
         async with bot.running() as shown:
             first = await write(person, room_id, root, "one")
             await shown.wait_for(first)
+            await shown.wait_saved(first)
         assert await bot.said() == [("one", first)]
         assert await reactions_on(person, room_id, first) == ["▶️"]
         before_downtime = await bot.inbox.position("matrix", "default")
