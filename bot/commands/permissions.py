@@ -11,18 +11,12 @@ conversation, and whoever is in it sees it anyway.
 
 from __future__ import annotations
 
-from typing import Final
-
 import discord
 
+from core.subagents.owners import NOT_OWNER
 from core.usecases import UseCases
 
 __all__ = ["NOT_OWNER", "is_admin", "may_change"]
-
-NOT_OWNER: Final = (
-    "Only the person who started this session, or a server administrator, can do that."
-)
-"""The one refusal every owner-only command answers with (ephemerally)."""
 
 
 def is_admin(interaction: discord.Interaction) -> bool:

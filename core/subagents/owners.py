@@ -21,10 +21,15 @@ caller passes it in.
 
 from __future__ import annotations
 
+from typing import Final
+
 from core.bindings.service import SessionBindingService
 from core.subagents.service import SubagentService
 
-__all__ = ["Owners"]
+__all__ = ["NOT_OWNER", "Owners"]
+
+NOT_OWNER: Final = "Only the person who started this session, or an administrator, can do that."
+"""The one refusal every owner-only command and button answers with, on every platform."""
 
 
 class Owners:
