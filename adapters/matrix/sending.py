@@ -48,8 +48,14 @@ class MatrixSender:
         clock: Clock | None = None,
         attempts: int = ATTEMPTS,
         first_backoff: float = FIRST_BACKOFF,
+        token: str | None = None,
+        as_user: str | None = None,
     ) -> None:
+        """``token`` and ``as_user``: send with an application service's token as one of
+        its users (:mod:`adapters.matrix.personas`) instead of as the client's account."""
         self._client = client
+        self._token = token
+        self._as_user = as_user
         self._clock: Clock = clock or SystemClock()
         self._attempts = attempts
         self._first_backoff = first_backoff
@@ -104,7 +110,9 @@ class MatrixSender:
     ) -> tuple[int, dict[str, Any], float | None]:
         """One PUT: the status, the JSON answer, and the rate limit's wait in seconds."""
         api = self._client.api
-        headers = {"Authorization": f"Bearer {api.token}"}
+        headers = {"Authorization": f"Bearer {self._token or api.token}"}
+        if self._as_user is not None:
+            url = url.with_query(user_id=self._as_user)
         async with api.session.put(url, json=dict(content), headers=headers) as response:
             body: dict[str, Any] = {}
             with contextlib.suppress(ValueError, aiohttp.ContentTypeError):
