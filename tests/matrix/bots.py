@@ -129,11 +129,13 @@ async def services_bot(
     provider: ScriptedProvider | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
     agent_settings: Mapping[str, Any] | None = None,
+    user: MatrixUser | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
     model answers "ok" unless ``provider`` says otherwise. ``mcp_servers`` and
-    ``agent_settings``: the config's ``[mcp_servers]`` and ``[agent]`` tables."""
-    user = synapse.register(f"tb-services-bot-{next(_people)}")
+    ``agent_settings``: the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``:
+    an earlier bot's account (its store in the same ``tmp_path``), as a restart would."""
+    user = user or synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
         "user_id": user.user_id,

@@ -33,6 +33,7 @@ from mautrix.types import (
 from adapters.matrix.approvals import FIELD
 from adapters.matrix.ids import thread_of
 from core.bindings.records import BindingMetadata, BindingPersona
+from core.inbox import InboxPress
 from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ChatMessage, ToolCall
 from core.subagents.owners import NOT_OWNER
@@ -300,3 +301,50 @@ class TestApprovals:
         assert notice == f"{name}: Already decided: allowed by {name}."
         assert [d["decision"] for d in decided] == ["allow"]
         assert len(edits_of(events, prompt["event_id"])) == 1
+
+    async def test_a_reaction_a_stopped_bot_left_is_decided_at_start(
+        self, synapse: Synapse, tmp_path: Path, owner: Client, other: Client
+    ) -> None:
+        """A reaction a bot recorded but stopped before acting on is decided when the bot
+        starts again; the restarted bot finds its prompt in the room rather than asking
+        twice, and edits it."""
+        async with waiting_for_approval(synapse, tmp_path, owner, other) as waiting:
+            first, prompt = waiting.bot, waiting.prompt
+        request_id = prompt["content"][FIELD]["request_id"]
+        async with services_bot(
+            synapse,
+            tmp_path,
+            provider=ScriptedProvider(call_then_answer),
+            mcp_servers=SERVERS,
+            agent_settings={"tools": ["mcp:toolbox"]},
+            user=first.user,
+        ) as bot:
+            await bot.services.inbox.record_press(
+                InboxPress(
+                    conversation=thread_of("default", waiting.room_id, waiting.root),
+                    item_id="$a-reaction-the-stopped-bot-recorded",
+                    seq=1,
+                    action="approval:allow",
+                    target=request_id,
+                    message_id=prompt["event_id"],
+                    author_id=owner.mxid,
+                    author_name="the owner",
+                )
+            )
+            async with bot.running():
+                events = await room_events(
+                    owner,
+                    waiting.room_id,
+                    lambda found: (
+                        edits_of(found, prompt["event_id"])
+                        and any("All done." in (e["content"].get("body") or "") for e in found)
+                    ),
+                )
+                pending = await bot.services.inbox.pending_presses("matrix", "default")
+                result = tool_result(bot, "t1")
+        assert [p["event_id"] for p in prompts(events)] == [prompt["event_id"]]
+        (edit,) = edits_of(events, prompt["event_id"])
+        assert edit.endswith(": ✅ allowed by the owner")
+        assert pending == []
+        assert result is not None
+        assert "ping from the thread" in result
