@@ -30,12 +30,13 @@ from mautrix.types import (
     UserID,
 )
 
-from adapters.matrix.approvals import FIELD
+from adapters.matrix.approvals import FIELD, reaction_choices
 from adapters.matrix.ids import thread_of
 from core.bindings.records import BindingMetadata, BindingPersona
 from core.inbox import InboxPress
 from core.providers.scripted import ScriptedProvider, Step
 from core.providers.types import ChatMessage, ToolCall
+from core.sessions.payloads import ApprovalOption
 from core.subagents.owners import NOT_OWNER
 from tests.matrix.bots import WAIT, Bot, a_person, room_with, send, services_bot
 from tests.matrix.synapse import Synapse
@@ -348,3 +349,32 @@ class TestApprovals:
         assert pending == []
         assert result is not None
         assert "ping from the thread" in result
+
+
+def option(kind: str, label: str) -> ApprovalOption:
+    return ApprovalOption(option_id=label.lower(), label=label, kind=kind)  # type: ignore[arg-type]
+
+
+class TestReactionChoices:
+    def test_the_bots_own_choices(self) -> None:
+        assert reaction_choices() == [
+            ("✅", "allow", "Allow"),
+            ("♾️", "session", "Allow for this session"),
+            ("❌", "deny", "Deny"),
+        ]
+
+    def test_an_external_agents_options_by_kind(self) -> None:
+        offered = (
+            option("allow_once", "Yes"),
+            option("allow_always", "Always"),
+            option("reject_once", "No"),
+        )
+        assert reaction_choices(offered) == [
+            ("✅", "opt0", "Yes"),
+            ("♾️", "opt1", "Always"),
+            ("❌", "opt2", "No"),
+        ]
+
+    def test_two_options_of_one_kind_are_numbered(self) -> None:
+        offered = (option("allow_once", "Yes"), option("allow_once", "Yes, and log it"))
+        assert [emoji for emoji, _, _ in reaction_choices(offered)] == ["1️⃣", "2️⃣"]
