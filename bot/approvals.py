@@ -15,29 +15,21 @@ is already decided says by whom, privately.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import discord
 
 from adapters.discord.account import AccountRuntime
-from adapters.discord.approvals import APPROVAL_TEMPLATE, withdrawn_words
+from adapters.discord.approvals import APPROVAL_TEMPLATE
 from bot.commands.bound import uses_of
 from bot.commands.permissions import NOT_OWNER, may_change
 from bot.handoffs.ui import say
 from bot.presses import PressButton
 from core.approvals import AlreadyDecided, Decided, NoSuchChoice
+from core.approvals_text import GONE, NOT_WAITING, already_decided_text
 from core.inbox import InboxPress
-from core.sessions.snapshot import ApprovalRecord
 
 __all__ = ["ApprovalButton", "approval_pressed", "recover_approval", "setup_approvals"]
-
-GONE: Final = "This approval request is no longer known: its session may have been removed."
-_DECIDED: Final = {
-    "allow": "allowed by {who}",
-    "allow_session": "allowed by {who} for the rest of the session",
-    "deny": "denied by {who}",
-    "timeout": "denied: nobody answered in time",
-}
 
 
 class ApprovalButton(PressButton, template=APPROVAL_TEMPLATE):
@@ -81,17 +73,9 @@ async def approval_pressed(
     elif isinstance(decided, NoSuchChoice):
         await say(interaction, "This button does not match the request's options any more.")
     elif isinstance(decided, AlreadyDecided):
-        await say(interaction, f"Already decided: {_decided(decided.record)}.")
+        await say(interaction, already_decided_text(decided.record))
     else:  # not pending, never decided: the turn ended another way
-        await say(interaction, "This request is no longer waiting for a decision.")
-
-
-def _decided(record: ApprovalRecord) -> str:
-    """How the request was decided, for a press that came too late, in the words its
-    message says it (a ``/cancel`` names who cancelled)."""
-    if record.decision == "withdrawn":
-        return withdrawn_words(record.reason, record.by_name)
-    return _DECIDED.get(record.decision, record.decision).format(who=record.by_name or "someone")
+        await say(interaction, NOT_WAITING)
 
 
 async def recover_approval(account: AccountRuntime, press: InboxPress) -> None:

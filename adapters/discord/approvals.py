@@ -25,8 +25,7 @@ import discord
 
 from adapters.discord.delivery import ThreadDelivery
 from adapters.discord.pacing import Lane, lane
-from adapters.discord.tool_lines import short_arguments
-from core.agent.endings import BOT_CANCEL_REASONS, STOPPING, cancelled_by, is_cancel
+from core import approvals_text as words
 from core.agent.events import ApprovalRequested, ApprovalResolved
 from core.bindings.records import SessionBindingRecord
 from core.logging import get_logger
@@ -34,11 +33,14 @@ from core.sessions.payloads import ApprovalOption
 
 __all__ = [
     "APPROVAL_TEMPLATE",
+    "MARKDOWN",
     "ApprovalMessages",
     "approval_view",
+    "option_label",
     "request_text",
     "resolved_text",
     "withdrawn_text",
+    "withdrawn_words",
 ]
 
 _log = get_logger("adapters.discord")
@@ -48,12 +50,11 @@ APPROVAL_TEMPLATE: Final = (
 )
 OPTION_LIMIT: Final = 25
 """Buttons one message can hold (five rows of five)."""
-LABEL_LIMIT: Final = 80
 HISTORY_LOOKBACK: Final = 50
-_LABELS: Final = {
-    "allow": ("Allow", discord.ButtonStyle.success),
-    "session": ("Allow for this session", discord.ButtonStyle.primary),
-    "deny": ("Deny", discord.ButtonStyle.danger),
+_STYLES: Final = {
+    "allow": discord.ButtonStyle.success,
+    "session": discord.ButtonStyle.primary,
+    "deny": discord.ButtonStyle.danger,
 }
 
 
@@ -65,20 +66,38 @@ _OPTION_STYLES: Final = {
 }
 
 
+class _Markdown:
+    """Discord's markdown for the approval words (:mod:`core.approvals_text`)."""
+
+    def bold(self, text: str, /) -> str:
+        return f"**{text}**"
+
+    def code(self, text: str, /) -> str:
+        return f"`{text}`"
+
+    def note(self, text: str, /) -> str:
+        return f"\n-# {text}"
+
+    def escape(self, text: str, /) -> str:
+        return discord.utils.escape_markdown(text)
+
+    def raw(self, text: str, /) -> str:
+        return text
+
+
+MARKDOWN: Final = _Markdown()
+option_label = words.option_label
+withdrawn_words = words.withdrawn_words
+
+
 def approval_view(request_id: str, options: Sequence[ApprovalOption] = ()) -> discord.ui.View:
     """Allow / Allow for this session / Deny (or the external agent's own options),
     stopped before it is sent: no view stays in memory, every press goes through the
     registered dynamic items."""
     view = discord.ui.View(timeout=None)
-    buttons = (
-        [(action, label, style) for action, (label, style) in _LABELS.items()]
-        if not options
-        else [
-            (f"opt{n}", option_label(option), _OPTION_STYLES[option.kind])
-            for n, option in enumerate(options[:OPTION_LIMIT])
-        ]
-    )
-    for action, label, style in buttons:
+    shown = options[:OPTION_LIMIT]
+    for n, (action, label) in enumerate(words.choices(shown)):
+        style = _OPTION_STYLES[shown[n].kind] if shown else _STYLES[action]
         view.add_item(
             discord.ui.Button(
                 label=label, style=style, custom_id=f"tb:approval:{action}:{request_id}"
@@ -88,28 +107,11 @@ def approval_view(request_id: str, options: Sequence[ApprovalOption] = ()) -> di
     return view
 
 
-def option_label(option: ApprovalOption) -> str:
-    """The agent's own name for the option, as a button can show it."""
-    label = " ".join(option.label.split()) or option.kind.replace("_", " ")
-    return label if len(label) <= LABEL_LIMIT else label[: LABEL_LIMIT - 1] + "…"
-
-
-def _call(name: str, arguments: str) -> str:
-    args = short_arguments(arguments)
-    shown = name.replace("`", "'")
-    return f"`{shown}`" + (f" ({args})" if args else "")
-
-
 def request_text(
     agent: str, name: str, arguments: str, timeout_s: float, *, external: bool = False
 ) -> str:
     """``external``: an external agent asks; without an answer it is told "cancelled"."""
-    minutes = max(1, round(timeout_s / 60))
-    ends = "cancels the request" if external else "denies it"
-    return (
-        f"🔐 **{agent}** wants to run {_call(name, arguments)}.\n"
-        f"-# The session's owner or an admin decides; no answer within {minutes} min {ends}."
-    )
+    return words.request_text(agent, name, arguments, timeout_s, MARKDOWN, external=external)
 
 
 def resolved_text(
@@ -123,39 +125,21 @@ def resolved_text(
     external: bool = False,
 ) -> str:
     """How the request ended; ``option``: the external agent's option chosen, verbatim."""
-    who = by_name or "someone"
-    if option is not None:
-        mark = "⛔" if decision == "deny" else "✅"
-        shown = discord.utils.escape_markdown(option)
-        return f"🔐 {_call(name, arguments)}: {mark} “{shown}”, chosen by {who}"
-    outcome = {
-        "allow": f"✅ allowed by {who}",
-        "allow_session": f"✅ allowed by {who} for the rest of this session",
-        "deny": f"⛔ denied by {who}",
-        "timeout": "⌛ nobody answered in time: "
-        + ("the agent was told it is cancelled" if external else "denied"),
-        "withdrawn": withdrawn_text(reason, by_name),
-    }.get(decision, decision)
-    return f"🔐 {_call(name, arguments)}: {outcome}"
+    return words.resolved_text(
+        name,
+        arguments,
+        decision,
+        by_name,
+        MARKDOWN,
+        option=option,
+        reason=reason,
+        external=external,
+    )
 
 
 def withdrawn_text(reason: str | None, by_name: str | None) -> str:
-    """Why a request ended unanswered, as its message says it: :func:`withdrawn_words`
-    after its mark."""
-    words = withdrawn_words(reason, by_name)
-    return ("⏹️ " if is_cancel(reason) else "↩️ ") + discord.utils.escape_markdown(words)
-
-
-def withdrawn_words(reason: str | None, by_name: str | None) -> str:
-    """Why a request ended unanswered: a person's ``/cancel`` names them (an external
-    agent is answered ``cancelled``), as a cancel of the bot's own says why."""
-    if reason == "restart":
-        return "withdrawn: a bot restart ended the agent's turn"
-    if reason == STOPPING:
-        return f"withdrawn: {BOT_CANCEL_REASONS[STOPPING]}"
-    if is_cancel(reason):
-        return cancelled_by(by_name, reason)
-    return "withdrawn: the turn moved on"
+    """Why a request ended unanswered, as its message says it."""
+    return words.withdrawn_text(reason, by_name, MARKDOWN)
 
 
 @dataclass(slots=True)

@@ -13,12 +13,13 @@ mentions never ping (the client allows none).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 import discord
+
+from core.tool_glance import ARGUMENTS_LIMIT, RESULT_LIMIT, flat, glance
 
 __all__ = [
     "FINAL_STATUSES",
@@ -56,43 +57,17 @@ FINAL_STATUSES: Final = frozenset(
     {"ok", "error", "denied", "withdrawn", "cancelled", "rejected", "interrupted"}
 )
 """How a call can end; a line in one of these is not changed again by a later event."""
-ARGUMENTS_LIMIT: Final = 80
-RESULT_LIMIT: Final = 80
-VALUE_LIMIT: Final = 32
-
-
-def _flat(text: str, limit: int) -> str:
-    """One line of at most ``limit`` characters, without backticks."""
-    flat = " ".join(text.split()).replace("`", "'")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def short_arguments(arguments: str) -> str:
     """``{"timezone": "Europe/Paris"}`` -> ``timezone: Europe/Paris``, cut to a glance."""
-    return _glance(arguments or "{}", ARGUMENTS_LIMIT)
+    return discord.utils.escape_markdown(glance(arguments or "{}", ARGUMENTS_LIMIT))
 
 
 def short_result(content: str) -> str:
     """A tool's result as the line shows it: JSON read like arguments, text on one line,
     cut to :data:`RESULT_LIMIT` characters (the model gets all of it)."""
-    return _glance(content, RESULT_LIMIT)
-
-
-def _glance(text: str, limit: int) -> str:
-    """JSON objects as ``key: value`` pairs, anything else flattened; one inert line."""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        parsed = text
-    if isinstance(parsed, dict):
-        parts = []
-        for key, value in parsed.items():
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            parts.append(f"{_flat(str(key), VALUE_LIMIT)}: {_flat(shown, VALUE_LIMIT)}")
-        line = ", ".join(parts)
-    else:
-        line = parsed if isinstance(parsed, str) else json.dumps(parsed, ensure_ascii=False)
-    return discord.utils.escape_markdown(_flat(line, limit))
+    return discord.utils.escape_markdown(glance(content, RESULT_LIMIT))
 
 
 @dataclass(slots=True)
@@ -120,7 +95,7 @@ class ToolLine:
         status = _STATUS[self.status]
         if self.ended:
             mark = status.split(" ", 1)[0]
-            status = f"{mark} {discord.utils.escape_markdown(_flat(self.ended, RESULT_LIMIT))}"
+            status = f"{mark} {discord.utils.escape_markdown(flat(self.ended, RESULT_LIMIT))}"
         return f"{shown} · {status}" + (f" → {result}" if result else "")
 
 

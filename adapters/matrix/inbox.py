@@ -32,6 +32,7 @@ from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.types import ContentURI, EventID, RoomID
 
+from adapters.matrix.approvals import MatrixApprovals
 from adapters.matrix.commands import MatrixCommands, is_command
 from adapters.matrix.errors import MATRIX_FAILURES, matrix_said
 from adapters.matrix.ids import CHANNEL, thread_of, thread_root
@@ -69,9 +70,11 @@ class MatrixInbox:
         bindings: SessionBindingService,
         *,
         commands: MatrixCommands | None = None,
+        approvals: MatrixApprovals | None = None,
     ) -> None:
         self.account_id = account_id
         self._commands = commands
+        self._approvals = approvals
         self._client = client
         self._inbox = inbox
         self._bindings = bindings
@@ -82,9 +85,12 @@ class MatrixInbox:
     # -- the sync loop's handler -----------------------------------------------------
 
     async def resume_from(self) -> str | None:
-        """The saved position; commands a stopped bot left unfinished are closed first."""
+        """The saved position; commands a stopped bot left unfinished are closed first,
+        and the approval reactions it left undecided are decided."""
         if self._commands is not None:
             await self._commands.recover()
+        if self._approvals is not None:
+            await self._approvals.recover()
         return await self._inbox.position(CHANNEL, self.account_id)
 
     async def handle(self, rooms: Mapping[str, Any], /, *, since: str | None) -> None:
@@ -99,6 +105,9 @@ class MatrixInbox:
                 if self._commands is not None and is_command(event, self._client.mxid):
                     if since is not None:
                         await self._commands.on_command(room_id, event)
+                elif self._approvals is not None and event.get("type") == "m.reaction":
+                    if since is not None:
+                        await self._approvals.on_reaction(room_id, event)
                 else:
                     await self.on_event(room_id, event)
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from adapters.matrix.approvals import MatrixApprovals
 from adapters.matrix.ids import CHANNEL
 from adapters.matrix.sending import MatrixSender
 from adapters.matrix.streaming import MatrixStream
@@ -27,6 +28,8 @@ from core.agent.agent import Agent
 from core.agent.events import (
     AgentErrorEvent,
     AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
     TextDelta,
     ToolStarted,
     TurnCancelled,
@@ -35,6 +38,7 @@ from core.agent.events import (
 )
 from core.bindings.records import SessionBindingRecord
 from core.clock import Clock
+from core.errors import DeliveryError
 from core.events import AgentStarted, BindingEnded, BindingStarted, BindingUpdated, DomainEvent
 from core.logging import get_logger
 from core.services import Services
@@ -57,7 +61,9 @@ class ThreadPresenter:
         *,
         clock: Clock,
         min_edit_interval: float = 1.0,
+        approvals: MatrixApprovals | None = None,
     ) -> None:
+        """``approvals``: where the agent's approval requests are asked (none: not shown)."""
         room_id = record.conversation.parent_conversation_id
         if not room_id:
             raise ValueError("a Matrix thread's binding names its room as the parent")
@@ -68,6 +74,7 @@ class ThreadPresenter:
         self._name = record.meta.persona.shown_name
         self._clock = clock
         self._interval = min_edit_interval
+        self._approvals = approvals
         self._stream: MatrixStream | None = None
         self._chain: asyncio.Future[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -93,6 +100,11 @@ class ThreadPresenter:
             self._append(event.text)
         elif isinstance(event, _CLOSES):
             self._close_stream()
+        elif isinstance(event, ApprovalRequested) and self._approvals is not None:
+            self._close_stream()  # the model's next words come below the prompt
+            self._then(self._ask(self._approvals, event))
+        elif isinstance(event, ApprovalResolved) and self._approvals is not None:
+            self._then(self._settle(self._approvals, event))
 
     async def drain(self) -> None:
         """Wait until everything shown so far has reached the homeserver."""
@@ -137,6 +149,28 @@ class ThreadPresenter:
                 error=str(stream.failure),
             )
 
+    async def _ask(self, approvals: MatrixApprovals, event: ApprovalRequested) -> None:
+        try:
+            await approvals.ask(self._room_id, self._root, self._name, event)
+        except DeliveryError as exc:
+            _log.warning(
+                "matrix.approval_failed",
+                binding_id=self._record.binding_id,
+                request_id=event.request_id,
+                error=str(exc),
+            )
+
+    async def _settle(self, approvals: MatrixApprovals, event: ApprovalResolved) -> None:
+        try:
+            await approvals.settle(self._room_id, event)
+        except DeliveryError as exc:
+            _log.warning(
+                "matrix.approval_failed",
+                binding_id=self._record.binding_id,
+                request_id=event.request_id,
+                error=str(exc),
+            )
+
     def _then(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` after what was scheduled before it."""
         self._chain = asyncio.ensure_future(_after(self._chain, work))
@@ -163,12 +197,15 @@ class MatrixPresenters:
         *,
         clock: Clock | None = None,
         min_edit_interval: float = 1.0,
+        approvals: MatrixApprovals | None = None,
     ) -> None:
+        """``approvals``: the account's approval prompts (none: requests are not shown)."""
         self.account_id = account_id
         self._sender = sender
         self._services = services
         self._clock = clock or services.clock
         self._interval = min_edit_interval
+        self._approvals = approvals
         self._shown: dict[str, tuple[Agent, ThreadPresenter]] = {}
 
     def on_event(self, event: DomainEvent) -> None:
@@ -201,7 +238,11 @@ class MatrixPresenters:
         if current is not None:
             current[1].detach()  # the agent was rebuilt, or speaks as another persona
         presenter = ThreadPresenter(
-            self._sender, record, clock=self._clock, min_edit_interval=self._interval
+            self._sender,
+            record,
+            clock=self._clock,
+            min_edit_interval=self._interval,
+            approvals=self._approvals,
         )
         presenter.attach(agent)
         self._shown[record.binding_id] = (agent, presenter)

@@ -23,6 +23,7 @@ from mautrix.client import Client
 from mautrix.types import EventID, PaginationDirection, RoomID, TextMessageEventContent
 
 from adapters.matrix import MatrixConnection
+from adapters.matrix.approvals import MatrixApprovals
 from adapters.matrix.commands import MatrixCommands
 from adapters.matrix.inbox import MatrixInbox
 from adapters.matrix.presenter import MatrixPresenters
@@ -82,13 +83,22 @@ class Bot:
             commands = MatrixCommands("default", connection.client, UseCases.of(self.services))
             threads = MatrixThreads("default", connection.client)
             self.services.adapters.register(threads, replace=True)
+            sender = MatrixSender(connection.client)
+            approvals = MatrixApprovals(
+                "default",
+                connection.client,
+                sender,
+                UseCases.of(self.services),
+                admin_level=config.channels.matrix.accounts["default"].admin_power_level,
+            )
             # the services' clock is a fake one; the thread's edits are paced in real time
             self.presenters = MatrixPresenters(
                 "default",
-                MatrixSender(connection.client),
+                sender,
                 self.services,
                 clock=SystemClock(),
                 min_edit_interval=0.2,
+                approvals=approvals,
             )
             unsubscribe = self.services.events.subscribe(self.presenters.on_event)
             matrix = MatrixInbox(
@@ -97,6 +107,7 @@ class Bot:
                 self.services.inbox,
                 self.services.bindings,
                 commands=commands,
+                approvals=approvals,
             )
             watched = Watched(matrix)
             connection.handler = watched
@@ -112,11 +123,19 @@ class Bot:
 
 @asynccontextmanager
 async def services_bot(
-    synapse: Synapse, tmp_path: Path, *, provider: ScriptedProvider | None = None
+    synapse: Synapse,
+    tmp_path: Path,
+    *,
+    provider: ScriptedProvider | None = None,
+    mcp_servers: Mapping[str, Any] | None = None,
+    agent_settings: Mapping[str, Any] | None = None,
+    user: MatrixUser | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
-    model answers "ok" unless ``provider`` says otherwise."""
-    user = synapse.register(f"tb-services-bot-{next(_people)}")
+    model answers "ok" unless ``provider`` says otherwise. ``mcp_servers`` and
+    ``agent_settings``: the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``:
+    an earlier bot's account (its store in the same ``tmp_path``), as a restart would."""
+    user = user or synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
         "user_id": user.user_id,
@@ -126,6 +145,8 @@ async def services_bot(
         {
             "store": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},
             "channels": {"matrix": {"accounts": {"default": account}}},
+            "mcp_servers": dict(mcp_servers or {}),
+            "agent": dict(agent_settings or {}),
         },
         config_path=tmp_path / "config.toml",
         env={TOKEN_ENV: user.access_token},
