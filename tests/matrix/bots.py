@@ -22,7 +22,7 @@ from mautrix.client import Client
 from mautrix.types import EventID, PaginationDirection, RoomID, TextMessageEventContent
 
 from adapters.matrix.account import MatrixAccount
-from adapters.matrix.connection import SyncHandler
+from adapters.matrix.connection import TIMELINE_LIMIT, SyncHandler
 from adapters.matrix.presenter import MatrixPresenters
 from bot.wiring import build_services
 from core.clock import FakeClock, SystemClock
@@ -75,11 +75,16 @@ class Bot:
         return self.account.presenters if self.account is not None else None
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[Watched]:
+    async def running(self, *, timeline_limit: int = TIMELINE_LIMIT) -> AsyncIterator[Watched]:
         async with aiohttp.ClientSession() as http:
             # the services' clock is a fake one; sends and edits are paced in real time
             self.account = MatrixAccount(
-                "default", self.services, session=http, clock=SystemClock(), min_edit_interval=0.2
+                "default",
+                self.services,
+                session=http,
+                clock=SystemClock(),
+                min_edit_interval=0.2,
+                timeline_limit=timeline_limit,
             )
             watched = Watched(self.account)
             self.account.connection.handler = watched
@@ -94,10 +99,15 @@ class Bot:
 
 @asynccontextmanager
 async def services_bot(
-    synapse: Synapse, tmp_path: Path, *, provider: ScriptedProvider | None = None
+    synapse: Synapse,
+    tmp_path: Path,
+    *,
+    provider: ScriptedProvider | None = None,
+    thread_bindings: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
-    model answers "ok" unless ``provider`` says otherwise."""
+    model answers "ok" unless ``provider`` says otherwise; ``thread_bindings``: the
+    ``[channels.matrix.threadBindings]`` flags."""
     user = synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
@@ -107,7 +117,12 @@ async def services_bot(
     config = parse_config(
         {
             "store": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},
-            "channels": {"matrix": {"accounts": {"default": account}}},
+            "channels": {
+                "matrix": {
+                    "accounts": {"default": account},
+                    "threadBindings": dict(thread_bindings or {}),
+                }
+            },
         },
         config_path=tmp_path / "config.toml",
         env={TOKEN_ENV: user.access_token},
