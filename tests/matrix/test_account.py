@@ -18,9 +18,12 @@ from mautrix.types import PaginationDirection, RoomID, SyncToken
 
 from adapters.matrix.encrypted import ENCRYPTED_TEXT
 from adapters.matrix.ids import room_of, thread_of
+from adapters.matrix.streaming import message_content
+from adapters.matrix.transcript import MatrixTranscriptSink, owed_content
 from core.bindings.records import BindingMetadata, BindingPersona
 from core.providers.scripted import ScriptedProvider, Step
 from core.subagents.service import SpawnRequest
+from core.transcript import SentPart, ThreadMessage
 from tests.matrix.bots import Bot, a_person, position_of, room_with, send, services_bot
 from tests.matrix.synapse import Synapse, matrix_client
 
@@ -214,3 +217,67 @@ class TestEncrypted:
             assert room_id in bot.account.encrypted.told
             events = await bot_events_until(person, room_id, bot, bool)
             assert [body(e) for e in events] == [ENCRYPTED_TEXT]
+
+
+class TestTranscript:
+    async def test_an_owed_message_is_finished_once_whoever_settles_it(
+        self, synapse: Synapse, tmp_path: Path, person: Client
+    ) -> None:
+        """A message a dead process left cut (its part shows the start) is edited to show
+        it whole; one it never recorded as sent is posted once: settling again finds it
+        in the thread and changes nothing."""
+        async with services_bot(synapse, tmp_path) as bot:
+            room_id = await room_with(bot, person)
+            root = await send(person, room_id, "🧵 the work")
+            binding = await bot.services.bindings.bind(
+                "agent:matrix-owed",
+                "session",
+                thread_of("default", room_id, root),
+                metadata=BindingMetadata(persona=BindingPersona(name="Scout")),
+                scope=room_id,
+            )
+            async with bot.running() as watched:
+                await watched.wait_batches(1)
+                assert bot.account is not None
+                cut = message_content("The web tier", name="Scout")
+                cut["m.relates_to"] = {"rel_type": "m.thread", "event_id": root}
+                shown = await bot.account.sender.send(room_id, cut, txn="cut-part")
+                owed = ThreadMessage(
+                    key="cut",
+                    binding_id=binding.binding_id,
+                    session_key=binding.target_session_key,
+                    turn_id=None,
+                    content=owed_content(ANSWER),
+                    sent=(SentPart(shown, "bot"),),
+                )
+                await bot.services.transcript.owe(owed)
+                assert await bot.services.transcript.settle_owed() == 1
+                never = ThreadMessage(
+                    key="never",
+                    binding_id=binding.binding_id,
+                    session_key=binding.target_session_key,
+                    turn_id=None,
+                    content=owed_content("Second thoughts: the cache."),
+                )
+                sink = MatrixTranscriptSink(
+                    bot.account.connection.client, bot.account.sender, bot.account.completions
+                )
+                first = await sink.settle(binding, never)
+                again = await sink.settle(binding, never)
+                assert first is not None
+                assert again is not None
+                assert again.sent == first.sent
+                events = await bot_events_until(
+                    person,
+                    room_id,
+                    bot,
+                    lambda found: any(
+                        (e["content"].get("m.new_content") or {}).get("body")
+                        == f"**Scout**\n{ANSWER}"
+                        for e in found
+                    ),
+                )
+        edits = [e for e in events if relation(e).get("rel_type") == "m.replace"]
+        assert [relation(e)["event_id"] for e in edits] == [shown]
+        posted = [e for e in events if body(e) == "**Scout**\nSecond thoughts: the cache."]
+        assert [e["event_id"] for e in posted] == [first.sent[0].message_id]
