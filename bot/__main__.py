@@ -1,6 +1,7 @@
 """``python -m bot``: run the bot, or read its logs.
 
-    python -m bot [run] [--config PATH]                run every configured account
+    python -m bot [run] [--config PATH]                run every configured account,
+                                                       Discord's and Matrix's
     python -m bot [run] --playground [--config PATH]   the local playground, never Discord
     python -m bot canary LOGFILE [--since 2h] [--json] the canary report
 
@@ -9,8 +10,9 @@ with the names of those there are.
 
 Configuration is validated here, once, before anything connects: a bad file
 ends the process with one readable line and exit status 2, never a traceback.
-Without any Discord token the run command opens the local playground instead
-of failing (see :mod:`bot.playground`): the product runs out of the box.
+Without any Discord token and no Matrix account the run command opens the local
+playground instead of failing (see :mod:`bot.playground`): the product runs out of
+the box. A config with only Matrix accounts runs only Matrix.
 """
 
 from __future__ import annotations
@@ -105,9 +107,12 @@ def run_main(argv: list[str]) -> int:
 def _any_token(config: Config) -> bool:
     """Whether any account has its token; with none at all there is only the playground.
 
-    Some accounts without a token is a mistake, not a wish to play: ``run_bot``
-    then stops with a message naming the missing variable.
+    A configured Matrix account always has one (loading the config fails without
+    it). Some Discord accounts without a token is a mistake, not a wish to play:
+    ``run_bot`` then stops with a message naming the missing variable.
     """
+    if config.matrix_account_ids():
+        return True
     return any(config.account_token(account_id) for account_id in config.account_ids())
 
 

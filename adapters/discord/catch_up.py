@@ -40,6 +40,7 @@ from core.bindings.records import SessionBindingRecord
 from core.bindings.service import SessionBindingService
 from core.errors import ThreadboundError
 from core.inbox import Inbox
+from core.inbox.shown import offline_text, unreadable_text
 from core.logging import get_logger
 from core.sharding import shard_of
 
@@ -311,28 +312,13 @@ def _bound_from(binding: SessionBindingRecord) -> int:
 def offline_notice(
     name: str, received: Sequence[discord.Message], cut: discord.Message | None, limit: int
 ) -> str:
-    """The thread's one notice about what was written there while the bot was offline."""
-    lines = []
-    if received:
-        count = len(received)
-        first, last = received[0].jump_url, received[-1].jump_url
-        span = first if count == 1 else f"from {first} to {last}"
-        plural = "message was" if count == 1 else "messages were"
-        they = "it goes" if count == 1 else "they go"
-        lines.append(
-            f"📬 While the bot was offline, {count} {plural} written here ({span}); "
-            f"{they} to **{name}** now, in the order written."
-        )
-    if cut is not None:
-        lines.append(
-            f"Only the first {limit} were read back (`[discord] catch_up_max_messages`): "
-            f"messages from {cut.jump_url} on did not reach {name}. Repeat what still matters."
-        )
-    return "\n".join(lines)
+    """The thread's one notice about what was written there while the bot was offline
+    (worded in :func:`core.inbox.shown.offline_text`, alike on every channel)."""
+    first = received[0].jump_url if received else ""
+    last = received[-1].jump_url if received else ""
+    cut_at = cut.jump_url if cut is not None else None
+    return offline_text(name, len(received), first, last, cut_at=cut_at, limit=limit)
 
 
 def unreadable_notice(said: str) -> str:
-    return (
-        "⚠️ What was written here while the bot was offline could not be read back "
-        f"({said}): repeat anything that still matters."
-    )
+    return unreadable_text(said)

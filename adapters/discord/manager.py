@@ -24,7 +24,7 @@ import discord
 
 from adapters.discord.errors import discord_said
 from adapters.discord.ids import CHANNEL, conversation_for, snowflake
-from adapters.discord.notices import farewell, intro
+from core.bindings.notices import farewell, intro
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.errors import BindingError
 from core.logging import get_logger

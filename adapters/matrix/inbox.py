@@ -25,7 +25,7 @@ annotation (reaction) for how it was delivered, and a reply in its thread
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from mautrix.api import Method, Path
@@ -78,6 +78,8 @@ class MatrixInbox:
         self._client = client
         self._inbox = inbox
         self._bindings = bindings
+        self.on_received: Callable[[InboxMessage, Outcome], None] | None = None
+        """Told what became of each person's message (the account's catch-up counts them)."""
         self._last_seq: dict[str, int] = {}
         """The newest ``seq`` given per conversation, so a thread's messages keep their order
         even when two share a millisecond."""
@@ -151,7 +153,9 @@ class MatrixInbox:
             return True
         item = self._inbox_message(conversation, event)
         try:
-            await self._inbox.receive(item)
+            outcome = await self._inbox.receive(item)
+            if self.on_received is not None:
+                self.on_received(item, outcome)
         except Exception as exc:  # not even recorded: say so, visibly
             _log.error(
                 "inbox.record_failed",

@@ -20,7 +20,9 @@ __all__ = [
     "mark_of",
     "not_passed_text",
     "not_saved_text",
+    "offline_text",
     "replies_of",
+    "unreadable_text",
 ]
 
 MODE_MARKS: Final = {"steer": "🧭", "follow_up": "📥", "started": "▶️"}
@@ -63,4 +65,35 @@ def not_saved_text(name: str) -> str:
     return (
         f"⚠️ This message could not be saved, so it did not reach **{name}** "
         "(the bot's store did not answer). Please send it again."
+    )
+
+
+def offline_text(
+    name: str, count: int, first: str, last: str, *, cut_at: str | None = None, limit: int = 0
+) -> str:
+    """A thread's one notice about what was written there while the bot was offline:
+    ``count`` people's messages, from the link ``first`` to ``last``; ``cut_at``, the
+    link of the first message left unread when only ``limit`` were read back."""
+    lines = []
+    if count:
+        span = first if count == 1 else f"from {first} to {last}"
+        plural = "message was" if count == 1 else "messages were"
+        they = "it goes" if count == 1 else "they go"
+        lines.append(
+            f"📬 While the bot was offline, {count} {plural} written here ({span}); "
+            f"{they} to **{name}** now, in the order written."
+        )
+    if cut_at is not None:
+        lines.append(
+            f"Only the first {limit} were read back (`[discord] catch_up_max_messages`): "
+            f"messages from {cut_at} on did not reach {name}. Repeat what still matters."
+        )
+    return "\n".join(lines)
+
+
+def unreadable_text(said: str) -> str:
+    """A thread's notice that what was written while the bot was offline is lost."""
+    return (
+        "⚠️ What was written here while the bot was offline could not be read back "
+        f"({said}): repeat anything that still matters."
     )

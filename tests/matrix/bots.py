@@ -1,8 +1,7 @@
 """A bot over the real services on the test homeserver, and a person's ways of reading it.
 
-The bot account runs :func:`bot.wiring.build_services` (the scripted model) with the
-Matrix adapter's pieces plugged as the app will plug them: the sync loop into the
-inbox and the commands, the thread opener as the account's channel adapter. A person
+The bot account runs :func:`bot.wiring.build_services` (the scripted model) with its
+:class:`~adapters.matrix.account.MatrixAccount` plugged in as the app plugs it. A person
 types with a mautrix client of their own and reads the bot's replies as their client
 would.
 """
@@ -22,19 +21,14 @@ import pytest
 from mautrix.client import Client
 from mautrix.types import EventID, PaginationDirection, RoomID, TextMessageEventContent
 
-from adapters.matrix import MatrixConnection
-from adapters.matrix.approvals import MatrixApprovals
-from adapters.matrix.commands import MatrixCommands
-from adapters.matrix.inbox import MatrixInbox
+from adapters.matrix.account import MatrixAccount
+from adapters.matrix.connection import TIMELINE_LIMIT, SyncHandler
 from adapters.matrix.presenter import MatrixPresenters
-from adapters.matrix.sending import MatrixSender
-from adapters.matrix.threads import MatrixThreads
 from bot.wiring import build_services
 from core.clock import FakeClock, SystemClock
 from core.config import parse_config
 from core.providers.scripted import ScriptedProvider, Step
 from core.services import Services
-from core.usecases import UseCases
 from tests.matrix.synapse import MatrixUser, Synapse, matrix_client
 
 WAIT = 30.0
@@ -46,7 +40,7 @@ _people = itertools.count()
 class Watched:
     """The account's sync handler, noting each batch it finished."""
 
-    matrix: MatrixInbox
+    matrix: SyncHandler
     batches: int = 0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -73,49 +67,31 @@ class Bot:
     user: MatrixUser
     services: Services
     provider: ScriptedProvider
-    presenters: MatrixPresenters | None = None
+    account: MatrixAccount | None = None
+    """The running account (built by :meth:`running`, as the app builds it)."""
+
+    @property
+    def presenters(self) -> MatrixPresenters | None:
+        return self.account.presenters if self.account is not None else None
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[Watched]:
-        config = self.services.config
+    async def running(self, *, timeline_limit: int = TIMELINE_LIMIT) -> AsyncIterator[Watched]:
         async with aiohttp.ClientSession() as http:
-            connection = MatrixConnection.from_config(config, "default", session=http)
-            commands = MatrixCommands("default", connection.client, UseCases.of(self.services))
-            threads = MatrixThreads("default", connection.client)
-            self.services.adapters.register(threads, replace=True)
-            sender = MatrixSender(connection.client)
-            approvals = MatrixApprovals(
+            # the services' clock is a fake one; sends and edits are paced in real time
+            self.account = MatrixAccount(
                 "default",
-                connection.client,
-                sender,
-                UseCases.of(self.services),
-                admin_level=config.channels.matrix.accounts["default"].admin_power_level,
-            )
-            # the services' clock is a fake one; the thread's edits are paced in real time
-            self.presenters = MatrixPresenters(
-                "default",
-                sender,
                 self.services,
+                session=http,
                 clock=SystemClock(),
                 min_edit_interval=0.2,
-                approvals=approvals,
+                timeline_limit=timeline_limit,
             )
-            unsubscribe = self.services.events.subscribe(self.presenters.on_event)
-            matrix = MatrixInbox(
-                "default",
-                connection.client,
-                self.services.inbox,
-                self.services.bindings,
-                commands=commands,
-                approvals=approvals,
-            )
-            watched = Watched(matrix)
-            connection.handler = watched
-            task = asyncio.create_task(connection.run())
+            watched = Watched(self.account)
+            self.account.connection.handler = watched
+            task = asyncio.create_task(self.account.run())
             try:
                 yield watched
             finally:
-                unsubscribe()
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
@@ -127,14 +103,16 @@ async def services_bot(
     tmp_path: Path,
     *,
     provider: ScriptedProvider | None = None,
+    thread_bindings: Mapping[str, Any] | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
     agent_settings: Mapping[str, Any] | None = None,
     user: MatrixUser | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
-    model answers "ok" unless ``provider`` says otherwise. ``mcp_servers`` and
-    ``agent_settings``: the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``:
-    an earlier bot's account (its store in the same ``tmp_path``), as a restart would."""
+    model answers "ok" unless ``provider`` says otherwise. ``thread_bindings``: the
+    ``[channels.matrix.threadBindings]`` flags; ``mcp_servers`` and ``agent_settings``:
+    the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``: an earlier bot's
+    account (its store in the same ``tmp_path``), as a restart would."""
     user = user or synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
@@ -144,7 +122,12 @@ async def services_bot(
     config = parse_config(
         {
             "store": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},
-            "channels": {"matrix": {"accounts": {"default": account}}},
+            "channels": {
+                "matrix": {
+                    "accounts": {"default": account},
+                    "threadBindings": dict(thread_bindings or {}),
+                }
+            },
             "mcp_servers": dict(mcp_servers or {}),
             "agent": dict(agent_settings or {}),
         },

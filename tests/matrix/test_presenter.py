@@ -39,8 +39,9 @@ def relation(event: Mapping[str, Any]) -> Mapping[str, Any]:
 async def bot_events_until(
     person: Client, room_id: RoomID, bot: Bot, done: Any
 ) -> list[Mapping[str, Any]]:
-    """The bot's events in the room, oldest first, as the person's client reads them, once
-    ``done(events)`` holds (a long-poll of the person's ``/sync`` between looks)."""
+    """The bot's messages in the room, oldest first, as the person's client reads them, once
+    ``done(events)`` holds (a long-poll of the person's ``/sync`` between looks). Its
+    notices (a thread's intro) are the bot speaking, not the agent: left out."""
     since = None
     async with asyncio.timeout(WAIT):
         while True:
@@ -50,6 +51,7 @@ async def bot_events_until(
                 for e in reversed(page.events)
                 if str(e.sender) == bot.user.user_id and str(e.type) == "m.room.message"
             ]
+            events = [e for e in events if e["content"].get("msgtype") != "m.notice"]
             if done(events):
                 return events
             since = (await person.sync(since=since, timeout=5_000))["next_batch"]
