@@ -32,6 +32,7 @@ from adapters.matrix.connection import TIMELINE_LIMIT, MatrixConnection
 from adapters.matrix.encrypted import EncryptedRooms
 from adapters.matrix.ids import CHANNEL
 from adapters.matrix.inbox import MatrixInbox
+from adapters.matrix.personas import AppService, PersonaVoices, server_of
 from adapters.matrix.presenter import MatrixPresenters
 from adapters.matrix.schedules import MatrixSchedules
 from adapters.matrix.sending import MatrixSender
@@ -93,6 +94,13 @@ class MatrixAccount:
             commands=self.commands,
             approvals=self.approvals,
         )
+        registration = services.config.matrix_appservice_registration(account_id)
+        self.voices = PersonaVoices(
+            client,
+            self.sender,
+            server_name=server_of(self.connection.account.user_id),
+            service=AppService.load(registration) if registration is not None else None,
+        )
         self.presenters = MatrixPresenters(
             account_id,
             self.sender,
@@ -100,6 +108,7 @@ class MatrixAccount:
             clock=pace,
             min_edit_interval=min_edit_interval,
             approvals=self.approvals,
+            voices=self.voices,
         )
         self.completions = MatrixCompletionSink(
             account_id, client, self.sender, before_post=self._settle_presenter

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -35,12 +36,12 @@ from mautrix.errors import MatrixRequestError
 from mautrix.types import RoomID, UserID
 
 from adapters.matrix.errors import MATRIX_FAILURES, matrix_said
-from adapters.matrix.sending import MatrixSender
+from adapters.matrix.sending import EventSender, MatrixSender
 from core.bindings.records import BindingPersona
 from core.errors import ConfigError, DeliveryError
 from core.logging import get_logger, register_secret
 
-__all__ = ["AppService", "PersonaVoices", "Voice", "localpart_of"]
+__all__ = ["AppService", "PersonaVoices", "Voice", "localpart_of", "server_of"]
 
 _log = get_logger("adapters.matrix.personas")
 
@@ -91,6 +92,11 @@ class AppService:
     def owns(self, user_id: str) -> bool:
         """Whether ``user_id`` is in the service's user namespace."""
         return any(re.fullmatch(pattern, user_id) for pattern in self.user_patterns)
+
+
+def server_of(user_id: str) -> str:
+    """The server name of a user id: ``example.org`` of ``@threadbound:example.org``."""
+    return user_id.split(":", 1)[1]
 
 
 def localpart_of(name: str) -> str:
@@ -148,6 +154,14 @@ class PersonaVoices:
         if self._service is None:
             return str(self._client.mxid)
         return f"@{localpart_of(persona.shown_name)}:{self._server}"
+
+    def sender_for(self, persona: BindingPersona, room_id: str) -> tuple[EventSender, str | None]:
+        """What sends ``persona``'s messages in ``room_id``, and the name to show in their
+        text (None when it speaks as itself). Its virtual user is made on the first send,
+        so a caller that cannot wait (an agent's listener) can hand it to a stream."""
+        if self._service is None:
+            return self._bot, persona.shown_name
+        return _PersonaSender(self, persona, room_id), None
 
     async def voice(self, persona: BindingPersona, room_id: str) -> Voice:
         """The voice of ``persona`` in ``room_id``, its virtual user made and in the room.
@@ -246,3 +260,18 @@ class PersonaVoices:
             # already in (or invited): the join below says which
             _log.debug("matrix.persona_invite", user_id=user_id, error=matrix_said(exc))
         await self._as_service(Method.POST, ApiPath.v3.rooms[room].join, {}, user_id=user_id)
+
+
+class _PersonaSender:
+    """Sends as a persona's virtual user, made (once) before its first send."""
+
+    def __init__(self, voices: PersonaVoices, persona: BindingPersona, room_id: str) -> None:
+        self._voices = voices
+        self._persona = persona
+        self._room_id = room_id
+
+    async def send(
+        self, room_id: str, content: Mapping[str, Any], /, *, txn: str, event_type: str = ""
+    ) -> str:
+        voice = await self._voices.voice(self._persona, self._room_id)
+        return await voice.sender.send(room_id, content, txn=txn, event_type=event_type)

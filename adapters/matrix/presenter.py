@@ -22,7 +22,8 @@ from typing import Any
 
 from adapters.matrix.approvals import MatrixApprovals
 from adapters.matrix.ids import CHANNEL
-from adapters.matrix.sending import MatrixSender
+from adapters.matrix.personas import PersonaVoices
+from adapters.matrix.sending import EventSender, MatrixSender
 from adapters.matrix.streaming import MatrixStream
 from core.agent.agent import Agent
 from core.agent.events import (
@@ -62,8 +63,10 @@ class ThreadPresenter:
         clock: Clock,
         min_edit_interval: float = 1.0,
         approvals: MatrixApprovals | None = None,
+        voices: PersonaVoices | None = None,
     ) -> None:
-        """``approvals``: where the agent's approval requests are asked (none: not shown)."""
+        """``approvals``: where the agent's approval requests are asked (none: not shown);
+        ``voices``: who speaks for the persona (none: the bot, under the persona's name)."""
         room_id = record.conversation.parent_conversation_id
         if not room_id:
             raise ValueError("a Matrix thread's binding names its room as the parent")
@@ -75,6 +78,11 @@ class ThreadPresenter:
         self._clock = clock
         self._interval = min_edit_interval
         self._approvals = approvals
+        self._speaker: tuple[EventSender, str | None] = (
+            voices.sender_for(record.meta.persona, room_id)
+            if voices is not None
+            else (sender, self._name)
+        )
         self._stream: MatrixStream | None = None
         self._chain: asyncio.Future[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -115,12 +123,13 @@ class ThreadPresenter:
 
     def _append(self, text: str) -> None:
         if self._stream is None:
+            speaker, name = self._speaker
             self._stream = MatrixStream(
-                self._sender,
+                speaker,
                 self._room_id,
                 self._root,
                 key=f"{self._record.binding_id}:{uuid.uuid4().hex}",
-                name=self._name,
+                name=name,
                 clock=self._clock,
                 min_interval=self._interval,
             )
@@ -198,14 +207,17 @@ class MatrixPresenters:
         clock: Clock | None = None,
         min_edit_interval: float = 1.0,
         approvals: MatrixApprovals | None = None,
+        voices: PersonaVoices | None = None,
     ) -> None:
-        """``approvals``: the account's approval prompts (none: requests are not shown)."""
+        """``approvals``: the account's approval prompts (none: requests are not shown);
+        ``voices``: who speaks for each persona (none: the bot, under its name)."""
         self.account_id = account_id
         self._sender = sender
         self._services = services
         self._clock = clock or services.clock
         self._interval = min_edit_interval
         self._approvals = approvals
+        self._voices = voices
         self._shown: dict[str, tuple[Agent, ThreadPresenter]] = {}
 
     def on_event(self, event: DomainEvent) -> None:
@@ -243,6 +255,7 @@ class MatrixPresenters:
             clock=self._clock,
             min_edit_interval=self._interval,
             approvals=self._approvals,
+            voices=self._voices,
         )
         presenter.attach(agent)
         self._shown[record.binding_id] = (agent, presenter)

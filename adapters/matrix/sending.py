@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import aiohttp
 from mautrix.client import Client
@@ -24,7 +24,7 @@ from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
 from core.logging import get_logger
 
-__all__ = ["MatrixSender"]
+__all__ = ["EventSender", "MatrixSender"]
 
 _log = get_logger("adapters.matrix.sending")
 
@@ -36,6 +36,14 @@ FIRST_BACKOFF: Final = 0.5
 MAX_BACKOFF: Final = 30.0
 DEFAULT_RETRY_AFTER: Final = 1.0
 """Seconds to wait on ``M_LIMIT_EXCEEDED`` when the answer says not how long."""
+
+
+class EventSender(Protocol):
+    """What sends a room event once: the bot's :class:`MatrixSender`, or a persona's."""
+
+    async def send(
+        self, room_id: str, content: Mapping[str, Any], /, *, txn: str, event_type: str = ""
+    ) -> str: ...
 
 
 class MatrixSender:

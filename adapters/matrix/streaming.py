@@ -25,7 +25,7 @@ import html
 from typing import Any, Final
 
 from adapters.matrix.replies import txn_id
-from adapters.matrix.sending import MatrixSender
+from adapters.matrix.sending import EventSender
 from core.clock import Clock
 from core.live_message import LiveMessage, PartEdit
 
@@ -74,7 +74,7 @@ class _ThreadParts:
     """A :class:`~core.live_message.PartSink` posting a persona's parts in one thread."""
 
     def __init__(
-        self, sender: MatrixSender, room_id: str, thread_root: str, key: str, name: str | None
+        self, sender: EventSender, room_id: str, thread_root: str, key: str, name: str | None
     ) -> None:
         self._sender = sender
         self._room_id = room_id
@@ -107,7 +107,7 @@ class MatrixStream(LiveMessage):
 
     def __init__(
         self,
-        sender: MatrixSender,
+        sender: EventSender,
         room_id: str,
         thread_root: str,
         /,

@@ -107,17 +107,20 @@ async def services_bot(
     mcp_servers: Mapping[str, Any] | None = None,
     agent_settings: Mapping[str, Any] | None = None,
     user: MatrixUser | None = None,
+    account_settings: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
     model answers "ok" unless ``provider`` says otherwise. ``thread_bindings``: the
     ``[channels.matrix.threadBindings]`` flags; ``mcp_servers`` and ``agent_settings``:
     the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``: an earlier bot's
-    account (its store in the same ``tmp_path``), as a restart would."""
+    account (its store in the same ``tmp_path``), as a restart would; ``account_settings``:
+    more keys of its ``[channels.matrix.accounts.default]`` table."""
     user = user or synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
         "user_id": user.user_id,
         "access_token_env": TOKEN_ENV,
+        **(account_settings or {}),
     }
     config = parse_config(
         {

@@ -19,12 +19,16 @@ from aiohttp import web
 from mautrix.client import Client
 from mautrix.types import PaginationDirection, RoomID, UserID
 
+from adapters.matrix.ids import room_of
 from adapters.matrix.personas import AppService, PersonaVoices, localpart_of
 from adapters.matrix.sending import MatrixSender
 from adapters.matrix.streaming import MatrixStream
 from core.bindings.records import BindingPersona
+from core.config import DEFAULT_DISPLAY_NAME
 from core.errors import ConfigError
-from tests.matrix.bots import WAIT, a_person, send
+from core.providers.scripted import ScriptedProvider, Step
+from core.subagents.service import SpawnRequest
+from tests.matrix.bots import WAIT, a_person, room_with, send, services_bot
 from tests.matrix.conftest import REQUIRE_SYNAPSE
 from tests.matrix.synapse import (
     SERVER_NAME,
@@ -167,6 +171,46 @@ class TestAppServiceVoices:
                 await voice.sender.send(room_id, {"msgtype": "m.text", "body": "hi"}, txn=_txn())
             members = await person.get_joined_members(room_id)
             assert voice.user_id in members
+
+
+class TestAccountPersonas:
+    async def test_a_spawned_agent_answers_as_its_own_user(
+        self, service_synapse: tuple[Synapse, Path], tmp_path: Path
+    ) -> None:
+        """With the account's appservice_registration set, a spawned session's answer in
+        its thread comes from the persona's virtual user, never from the bot's account,
+        and carries no bold name: the sender is the persona."""
+        server, path = service_synapse
+        provider = ScriptedProvider(lambda _messages: Step(text="All green."))
+        async with (
+            services_bot(
+                server,
+                tmp_path,
+                provider=provider,
+                thread_bindings={"spawnSubagentSessions": True},
+                account_settings={"appservice_registration": str(path)},
+            ) as bot,
+            a_person(server) as person,
+        ):
+            room_id = await room_with(bot, person)
+            async with bot.running() as watched:
+                await watched.wait_batches(1)
+                spawned = await bot.services.subagents.spawn(
+                    SpawnRequest(
+                        task="check",
+                        thread=True,
+                        mode="session",
+                        requester=room_of("default", room_id),
+                        scope=room_id,
+                    )
+                )
+                assert spawned.binding is not None
+                persona = f"@{localpart_of(DEFAULT_DISPLAY_NAME)}:{SERVER_NAME}"
+                said = await first_message_from(person, room_id, persona)
+        assert said["content"]["body"] == "All green."
+        relates = said["content"]["m.relates_to"]
+        assert relates["rel_type"] == "m.thread"
+        assert relates["event_id"] == spawned.binding.conversation.conversation_id
 
 
 class TestBotVoice:
