@@ -42,6 +42,7 @@ __all__ = [
     "FlagSource",
     "FlagValue",
     "ThreadBindingSettings",
+    "channel_flag",
     "find_flag_path",
     "flag_is_bool",
     "flag_level",
@@ -57,6 +58,14 @@ FLAG_SPAWN_SUBAGENT_SESSIONS = "channels.discord.threadBindings.spawnSubagentSes
 
 FLAG_SCHEDULED_TASKS = "channels.discord.threadBindings.scheduledTasks"
 """The flag a ``FeatureDisabled`` error names when ``/schedule add`` is refused."""
+
+
+def channel_flag(flag: str, channel: str) -> str:
+    """The full path of a thread-binding flag for ``channel``: ``FLAG_SCHEDULED_TASKS`` on
+    Matrix is ``channels.matrix.threadBindings.scheduledTasks``, so a refusal names the
+    flag the admin of that platform would turn on."""
+    return flag.replace("channels.discord.", f"channels.{channel}.", 1)
+
 
 RUNTIME_SOURCE = "<runtime>"
 """``ConfigError.path`` for mistakes in runtime input (flag names, admin overrides)."""

@@ -21,6 +21,7 @@ from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
 from core.clock import Clock
 from core.config import FLAG_SCHEDULED_TASKS, SchedulerConfig
+from core.config.flags import channel_flag
 from core.errors import FeatureDisabled, ThreadboundError
 from core.scheduler import repository
 from core.scheduler.records import Job, JobKind
@@ -132,7 +133,9 @@ class Schedules:
         """
         where = request.where
         if not self._policy.schedules(request.scope, where.account_id, channel=where.channel):
-            raise FeatureDisabled(FLAG_SCHEDULED_TASKS, "a scheduled job")
+            raise FeatureDisabled(
+                channel_flag(FLAG_SCHEDULED_TASKS, where.channel), "a scheduled job"
+            )
         if is_blank(request.task):
             raise JobRefused("the task is empty; say what should be done at each run")
         now = self.clock.now()
@@ -199,7 +202,9 @@ class Schedules:
             raise JobRefused("this session has no owner to schedule a wake-up for")
         where = binding.conversation
         if not self._policy.schedules(binding.scope, where.account_id, channel=where.channel):
-            raise FeatureDisabled(FLAG_SCHEDULED_TASKS, "a scheduled wake-up")
+            raise FeatureDisabled(
+                channel_flag(FLAG_SCHEDULED_TASKS, where.channel), "a scheduled wake-up"
+            )
         now = self.clock.now()
         text = after.strip()
         if not text.lower().startswith("in "):
@@ -327,7 +332,9 @@ class Schedules:
             return job
         where = job.conversation
         if not self._policy.schedules(scope, where.account_id, channel=where.channel):
-            raise FeatureDisabled(FLAG_SCHEDULED_TASKS, "resuming a scheduled job")
+            raise FeatureDisabled(
+                channel_flag(FLAG_SCHEDULED_TASKS, where.channel), "resuming a scheduled job"
+            )
         now = self.clock.now()
         due = job.next_run_at
         spec = self.spec_of(job)

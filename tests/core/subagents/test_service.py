@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
+from core.bindings.records import ConversationRef
 from core.clock import FakeClock
 from core.errors import BindingError, FeatureDisabled, ProviderError, StoreError
 from core.leases import Leases
@@ -107,6 +109,15 @@ class TestSpawn:
         with pytest.raises(FeatureDisabled, match="spawnSubagentSessions"):
             await h.service.spawn(h.request(thread=True))
         assert await h.service.list() == []
+
+    async def test_the_refusal_names_the_flag_of_the_requester_s_platform(self, h: Harness) -> None:
+        """Asked from a Matrix room, the flag to turn on is the Matrix one."""
+        h.threads["allowed"] = False
+        room = ConversationRef(channel="matrix", account_id="default", conversation_id="!r:x")
+        request = dataclasses.replace(h.request(thread=True), requester=room)
+        with pytest.raises(FeatureDisabled) as refused:
+            await h.service.spawn(request)
+        assert refused.value.flag == "channels.matrix.threadBindings.spawnSubagentSessions"
 
     async def test_bind_failure_removes_the_provisional_child(self, h: Harness) -> None:
         """If the thread cannot be bound, the child's log and row are removed."""
