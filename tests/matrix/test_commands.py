@@ -182,7 +182,7 @@ async def reactions_on(person: Client, room_id: RoomID, event_id: EventID, count
             page = await person.get_messages(room_id, PaginationDirection.BACKWARD, limit=100)
             keys = [
                 e.content.relates_to.key
-                for e in page.events
+                for e in page.events  # type: ignore[attr-defined]  # NamedTuple(**kw): opaque
                 if str(e.type) == "m.reaction" and e.content.relates_to.event_id == event_id
             ]
             if len(keys) >= count:
