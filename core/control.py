@@ -42,6 +42,7 @@ __all__ = [
     "SessionControl",
     "SessionView",
     "UnknownProvider",
+    "cancelled_text",
     "resolve_ref",
 ]
 
@@ -109,6 +110,17 @@ class Cancelled:
 @dataclass(frozen=True, slots=True)
 class NothingRunning:
     """No agent of the session is in memory: nothing to cancel."""
+
+
+def cancelled_text(done: Cancelled | NothingRunning) -> str:
+    """A cancel command's answer, on every platform alike: stopped (and the queued messages
+    let go with it, listed so nothing is lost unseen), or nothing was running."""
+    if not isinstance(done, Cancelled):
+        return "Nothing is running here."
+    if done.dropped:
+        listed = "\n".join(f"- ({m.mode}) {m.text}" for m in done.dropped)
+        return f"Cancelled. Dropped {len(done.dropped)} queued message(s):\n{listed}"
+    return "Cancelled."
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from core.services import Services
 from core.subagents.brief_offers import BriefOffers
 from core.subagents.overview import SubagentOverview
 from core.subagents.owners import Owners
+from core.subagents.service import SubagentService
 
 __all__ = ["UseCases"]
 
@@ -53,6 +54,7 @@ class UseCases:
         brief_offers: when and where the brief button is offered.
         approvals: Allow / Deny of a tool call.
         subagents: ``/agents list``'s overview.
+        spawns: ``/agents spawn``: a person's spawn request, checked, then started.
         focus: one more conversation for an existing session.
         schedules: scheduled jobs (``/schedule``).
     """
@@ -70,6 +72,7 @@ class UseCases:
     brief_offers: BriefOffers
     approvals: Approvals
     subagents: SubagentOverview
+    spawns: SubagentService
     focus: Focus
     schedules: Schedules
 
@@ -96,6 +99,7 @@ class UseCases:
             brief_offers=BriefOffers(bindings, profiles, runtime, sessions, services.subagents),
             approvals=Approvals(sessions, runtime),
             subagents=SubagentOverview(services.subagents, runtime, bindings, services.database),
+            spawns=services.subagents,
             focus=Focus(bindings, services.database, owners),
             schedules=services.schedules,
         )

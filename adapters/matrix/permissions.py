@@ -6,6 +6,10 @@ who may do what there, so "administrator" is read per room. The rule of who may
 change a session (its owners, or an administrator) is core's
 (:class:`core.subagents.owners.Owners`); only the administrator half is read here.
 The state is read when asked, not cached: a power level changed a second ago counts.
+
+From room version 12 on, a room's creators are above every power level and are not
+listed in ``users`` (privileged creators): they count as administrators there, read
+from the room's ``m.room.create`` event.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ from core.logging import get_logger
 from core.subagents.owners import NOT_OWNER
 from core.usecases import UseCases
 
-__all__ = ["NOT_OWNER", "is_admin", "may_change", "power_level"]
+__all__ = ["NOT_OWNER", "creators", "is_admin", "may_change", "power_level"]
+
+PRIVILEGED_CREATORS_FROM = 12
+"""The first numbered room version whose creators outrank every power level."""
 
 _log = get_logger("adapters.matrix.permissions")
 
@@ -38,17 +45,36 @@ def power_level(levels: Mapping[str, Any], user_id: str) -> int:
         return 0
 
 
+def creators(create_event: Mapping[str, Any]) -> frozenset[str]:
+    """The privileged creators of a room by its ``m.room.create`` event: its sender and
+    ``additional_creators``, in a room version that has them (12 on); else none."""
+    content = create_event.get("content") or {}
+    version = str(content.get("room_version") or "1")
+    privileged = version.startswith("org.matrix.hydra.") or (
+        version.isdigit() and int(version) >= PRIVILEGED_CREATORS_FROM
+    )
+    if not privileged:
+        return frozenset()
+    more = content.get("additional_creators") or []
+    return frozenset({str(create_event.get("sender") or ""), *(str(u) for u in more)})
+
+
 async def is_admin(client: Client, room_id: str, user_id: str, *, level: int) -> bool:
-    """Whether ``user_id`` is at ``level`` or above in ``room_id``. A room whose power
-    levels cannot be read counts nobody as an administrator (logged)."""
+    """Whether ``user_id`` is at ``level`` or above in ``room_id`` (or, from room version
+    12 on, one of its creators). A room whose state cannot be read counts nobody as an
+    administrator (logged)."""
+    state = Path.v3.rooms[RoomID(room_id)].state
     try:
-        levels = await client.api.request(
-            Method.GET, Path.v3.rooms[RoomID(room_id)].state["m.room.power_levels"]
+        levels = await client.api.request(Method.GET, state["m.room.power_levels"])
+        if power_level(levels, user_id) >= level:
+            return True
+        create = await client.api.request(
+            Method.GET, state["m.room.create"], query_params={"format": "event"}
         )
     except MATRIX_FAILURES as exc:
         _log.warning("matrix.power_levels_unread", room_id=room_id, error=matrix_said(exc))
         return False
-    return power_level(levels, user_id) >= level
+    return user_id in creators(create)
 
 
 async def may_change(

@@ -21,7 +21,7 @@ from bot.commands.bound import uses_of
 from bot.spawn import SpawnCommand, plan
 from core.errors import ThreadboundError
 from core.logging import get_logger
-from core.subagents.overview import Overview
+from core.subagents.overview import Overview, overview_lines
 
 __all__ = ["AgentsGroup"]
 
@@ -124,26 +124,5 @@ async def refuse_after_public_defer(interaction: discord.Interaction, text: str)
 
 
 def subagent_lines(overview: Overview) -> list[str]:
-    """One line per subagent, newest first: state, thread, queues, usage; then the
-    sessions in memory that speak nowhere (legacy runs)."""
-    lines = []
-    for row in overview.subagents:
-        name = f"**{row.name}**"
-        if row.handed_from is not None:
-            name += f" (handed over from {row.handed_from})"
-        where = f"<#{row.conversation_id}>" if row.conversation_id else "no thread"
-        parts = [f"{name} `{row.session_key}` {row.state}", where]
-        if row.queued is not None:
-            parts.append(f"{row.queued[0]} steer / {row.queued[1]} queued")
-        approx = "≈" if row.estimated else ""  # the bot counted what the server did not
-        cost = f", ${row.cost_usd:.4f}" if row.cost_usd else ""
-        context = f", context {row.context_share:.0%}" if row.context_share is not None else ""
-        parts.append(f"{approx}{row.tokens} tokens{cost}{context}")
-        lines.append(" · ".join(parts))
-    if overview.cut:
-        lines.append("… and more (newest first)")
-    lines.extend(
-        f"unbound run `{run.session_key}` ({'running' if run.running else 'idle'})"
-        for run in overview.unbound
-    )
-    return lines
+    """``/agents list``'s lines (core's wording), a thread shown as Discord's link."""
+    return overview_lines(overview, place=lambda ref: f"<#{ref.conversation_id}>")

@@ -16,9 +16,7 @@ reaches all of them within a second (:mod:`core.store.changes`).
 
 from __future__ import annotations
 
-import difflib
-from datetime import UTC
-from typing import Any, Final
+from typing import Final
 
 import discord
 from discord import app_commands
@@ -27,7 +25,6 @@ from adapters.discord.account import AccountRuntime
 from bot.commands.bound import uses_of
 from bot.commands.permissions import is_admin
 from core.config import (
-    FLAG_NAMES,
     FlagValue,
     find_flag_path,
     flag_is_bool,
@@ -35,6 +32,18 @@ from core.config import (
     shortest_flag_key,
 )
 from core.errors import ConfigError
+from core.flag_text import (
+    FlagWords,
+    ambiguous_key_text,
+    code,
+    not_changed_text,
+    set_text,
+    show,
+    value_text,
+)
+from core.flag_text import empty_key_text as core_empty_key_text
+from core.flag_text import source_text as core_source_text
+from core.flag_text import unknown_key_text as core_unknown_key_text
 from core.overrides import EVERY_SERVER, OverrideOrigin
 
 # is_admin lives in bot.commands.permissions; re-exported for the commands that import it here.
@@ -53,7 +62,7 @@ OPERATORS_ONLY = (
     "Only the bot's operators can change a flag for every server "
     "(their user ids are in [discord] operator_ids of the bot's config.toml)."
 )
-EXAMPLE: Final = "/config set key:spawnSubagentSessions value:on"
+EXAMPLE: Final = "/config set key:spawnSubagentSessions value:on"  # WORDS.example
 """A command that works as typed, for the help texts and the README."""
 AUTOCOMPLETE_LIMIT: Final = 25
 CHOICE_LIMIT: Final = 100
@@ -73,37 +82,23 @@ _KEY_HELP: Final = (
 """``key``'s description, the same on get, set and reset."""
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return "(none)" if value is None else str(value)
-
-
-def _code(text: str) -> str:
-    """Inline code that a typed key cannot break out of."""
-    return "`" + text.replace("`", "'")[:100] + "`"
+WORDS: Final = FlagWords(
+    prefix="/",
+    place="server",
+    mention=lambda actor: f"<@{actor}>" if actor.isdigit() else code(actor),
+)
+"""Discord's spelling of core's config answers."""
+_show = show
 
 
 def unknown_key_text(key: str) -> str:
-    """The reply to a key that names no flag: the nearest flag, and every flag's name."""
-    near = difflib.get_close_matches(key.strip().rsplit(".", 1)[-1], FLAG_NAMES, n=1)
-    hint = f" Did you mean {_code(near[0])}?" if near else ""
-    names = ", ".join(_code(name) for name in FLAG_NAMES)
-    return (
-        f"{_code(key)} is not a flag.{hint} The flags are {names}; start typing in `key` "
-        f"to pick one, e.g. {_code(EXAMPLE)}."
-    )
+    """The reply to a key that names no flag (core's words, Discord's example)."""
+    return core_unknown_key_text(key, WORDS)
 
 
 def empty_key_text(command: str) -> str:
-    """The reply to a blank ``key``: which flag, with a command that works as typed."""
-    value = " value:on" if command.endswith("set") else ""
-    names = ", ".join(_code(name) for name in FLAG_NAMES)
-    return (
-        f"Which flag? Give `key` a flag's name, e.g. "
-        f"{_code(f'/{command} key:spawnSubagentSessions{value}')}. The flags are {names}; "
-        "start typing in `key` to pick one."
-    )
+    """The reply to a blank ``key`` (core's words, with ``/``)."""
+    return core_empty_key_text(command, WORDS)
 
 
 class ConfigGroup(
@@ -157,15 +152,9 @@ class ConfigGroup(
         try:
             stored = await overrides.set(scope, path, value, actor=str(interaction.user.id))
         except ConfigError as exc:
-            await _reply(
-                interaction,
-                f"`{path}` was not changed: it takes {exc.expected} ({exc.problem}).",
-            )
+            await _reply(interaction, not_changed_text(path, exc))
             return
-        await _reply(
-            interaction,
-            f"`{path}` set to `{_show(stored)}` (was `{_show(old.value)}`) {_where(scope)}.",
-        )
+        await _reply(interaction, set_text(path, stored, old.value, scope, WORDS))
 
     @app_commands.command(name="reset", description="Remove this server's override of a flag.")
     @app_commands.describe(
@@ -248,11 +237,8 @@ class ConfigGroup(
         if not found.candidates:
             await _reply(interaction, unknown_key_text(key))
             return None
-        clear = ", ".join(_code(shortest_flag_key(config, p)) for p in found.candidates)
-        await _reply(
-            interaction,
-            f"{_code(key)} could be any of these flags: {clear}. Use one of those keys.",
-        )
+        clear = [shortest_flag_key(config, p) for p in found.candidates]
+        await _reply(interaction, ambiguous_key_text(key, clear))
         return None
 
     async def _scope_for(self, interaction: discord.Interaction, everywhere: bool) -> str | None:
@@ -269,7 +255,7 @@ class ConfigGroup(
         overrides = self.uses.overrides
         flag = overrides.get(scope, path, account_id=self.account.account_id)
         origin = overrides.origin(scope, flag.source) if flag.overridden else None
-        return f"`{_show(flag.value)}`, {source_text(flag, origin)}"
+        return value_text(flag, origin, WORDS)
 
 
 async def _refused(interaction: discord.Interaction) -> bool:
@@ -287,29 +273,9 @@ async def _reply(interaction: discord.Interaction, text: str) -> None:
 
 
 def _where(scope: str) -> str:
-    return "for every server" if scope == EVERY_SERVER else "in this server"
+    return WORDS.where(scope)
 
 
 def source_text(flag: FlagValue, origin: OverrideOrigin | None) -> str:
-    """Where a flag's value comes from, as a person asks it: a runtime override (by whom,
-    where, when), the config file's table at the level that set it, or the default.
-
-    The key an admin asked about is never its own answer: the level is named, and the
-    file's table is shown as it is written in ``config.toml``.
-    """
-    if flag.overridden:
-        by = ""
-        if origin is not None:
-            who = f"<@{origin.actor}>" if origin.actor.isdigit() else _code(origin.actor)
-            when = origin.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-            by = f" by {who} {_where(origin.scope)} on {when}"
-        return f"from a runtime override{by} (`/config set`, stored at `{flag.source}`)"
-    table = flag.source.rsplit(".", 1)[0]
-    if flag.level == "account":
-        account = flag.source.split(".")[3]
-        return f"from the config file's `[{table}]` (account `{account}`'s own level)"
-    if flag.level == "channel":
-        return f"from the config file's `[{table}]` (the channel level, for every account)"
-    if flag.level == "session":
-        return f"from the config file's `[{table}]` (the session level)"
-    return "the built-in default (neither the config file nor an override sets it)"
+    """Where a flag's value comes from (core's words, Discord's mentions)."""
+    return core_source_text(flag, origin, WORDS)

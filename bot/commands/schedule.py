@@ -11,7 +11,7 @@ Refusals are private; a job made is confirmed in the channel for all to see.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import discord
 from discord import app_commands
@@ -25,6 +25,15 @@ from core.errors import ThreadboundError
 from core.logging import get_logger
 from core.scheduler.records import Job
 from core.scheduler.service import JobView, NewJob
+from core.scheduler.shown import (
+    Action,
+    JobWords,
+    as_sentence,
+    changed_text,
+    no_jobs_text,
+    scheduled_text,
+)
+from core.scheduler.shown import job_lines as core_job_lines
 
 __all__ = ["ScheduleButton", "ScheduleGroup", "job_lines", "setup_schedules"]
 
@@ -35,8 +44,6 @@ SCHEDULE_ID: Final = ButtonId(
 )
 BUTTONS_LIMIT: Final = 12
 """Jobs that get buttons in one list (two each, five to a row, within Discord's 25)."""
-Action = Literal["pause", "resume", "remove"]
-_DONE: Final = {"pause": "Paused", "resume": "Resumed", "remove": "Removed"}
 
 
 class ScheduleGroup(
@@ -88,7 +95,7 @@ class ScheduleGroup(
             await _private(interaction, _sentence(str(exc)))
             return
         await interaction.response.send_message(
-            f"⏰ Scheduled “{added.job.name}”. {added.sentence}"[:2000],
+            scheduled_text(added)[:2000],
             allowed_mentions=_NO_MENTIONS,
         )
 
@@ -102,7 +109,7 @@ class ScheduleGroup(
             str(interaction.guild_id), str(interaction.user.id), admin=admin
         )
         if not views:
-            await _private(interaction, "No scheduled jobs. `/schedule add` makes one.")
+            await _private(interaction, no_jobs_text(prefix="/"))
             return
         text = "\n".join(job_lines(views, everyone=admin))
         await interaction.response.send_message(
@@ -141,46 +148,21 @@ async def change(
     except ThreadboundError as exc:
         await _private(interaction, _sentence(str(exc)))
         return
-    text = f"{_DONE[action]} “{job.name}” (`{job.job_id}`)."
-    if action == "resume":
-        next_run = schedules.next_run(job)
-        text += f" Next run {next_run}." if next_run else ""
-    elif action == "pause":
-        text += f" `/schedule resume id:{job.job_id}` lets it run again."
-    await _private(interaction, text)
+    next_run = schedules.next_run(job) if action == "resume" else None
+    await _private(interaction, changed_text(action, job, next_run, prefix="/"))
+
+
+WORDS: Final = JobWords(
+    place=lambda ref: f"<#{ref.conversation_id}>",
+    person=lambda user_id: f"<@{user_id}>",
+    escape=lambda text: discord.utils.escape_markdown(discord.utils.escape_mentions(text)),
+)
+"""Discord's links, mentions and escaping for core's job lines."""
 
 
 def job_lines(views: list[JobView], *, everyone: bool) -> list[str]:
-    """One line per job: name, id, spec, where it runs, next run, last result (and owner,
-    for an administrator's list of everyone's)."""
-    lines = []
-    for view in views:
-        job = view.job
-        parts = [f"**{_escape(job.name)}** `{job.job_id}`", f"{job.spec} ({job.timezone})"]
-        parts.append(_where(job))
-        if job.state == "paused":
-            parts.append(f"⏸️ paused: {job.paused_reason or 'paused'}")
-        elif view.next_run:
-            parts.append(f"next {view.next_run}")
-        parts.append(f"last: {job.last_result or 'not run yet'}")
-        if everyone:
-            parts.append(f"owner <@{job.owner_id}>")
-        lines.append(" · ".join(parts))
-    return lines
-
-
-def _where(job: Job) -> str:
-    ref = job.conversation
-    if job.kind == "channel":
-        agent = f" as {job.agent}" if job.agent else ""
-        return f"spawns{agent} in <#{ref.conversation_id}>"
-    if job.kind == "wakeup":
-        return f"wake-up in <#{ref.conversation_id}>"
-    return f"in <#{ref.conversation_id}>"
-
-
-def _escape(text: str) -> str:
-    return discord.utils.escape_markdown(discord.utils.escape_mentions(text))
+    """``/schedule list``'s lines (core's wording, Discord's links)."""
+    return core_job_lines(views, WORDS, everyone=everyone)
 
 
 def _buttons(jobs: list[Job]) -> discord.ui.View:
@@ -228,13 +210,7 @@ def setup_schedules(client: discord.Client) -> None:
     client.add_dynamic_items(ScheduleButton)
 
 
-def _sentence(text: str) -> str:
-    """A refusal as a sentence: capital first letter, one full stop."""
-    text = text.strip()
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
+_sentence = as_sentence
 
 
 async def _private(interaction: discord.Interaction, text: str) -> None:

@@ -1,6 +1,8 @@
 """``/steer``, ``/followup`` and ``/cancel`` inside a bound thread.
 
-All three change the session, so only its owners or an administrator may use
+The answers' words are core's (:func:`core.inbox.shown.delivered_text`,
+:func:`core.control.cancelled_text`), shared with Matrix's ``!`` commands. All three
+change the session, so only its owners or an administrator may use
 them (:mod:`bot.commands.permissions`). Plain messages typed in the thread stay
 open to everyone: a thread is a conversation.
 """
@@ -15,15 +17,16 @@ from discord import app_commands
 
 from adapters.discord.account import AccountRuntime
 from bot.commands.bound import NOT_BOUND, binding_for, uses_of
-from core.control import Cancelled
-from core.inbox import InboxMessage, Mode, Outcome
+from core.control import cancelled_text
+from core.inbox import InboxMessage, Mode
+from core.inbox.shown import COMMAND_NOT_SAVED, delivered_text
 from core.logging import get_logger
 
 __all__ = ["NOT_SAVED", "SteeringCommands"]
 
 _log = get_logger("bot.commands")
 
-NOT_SAVED = "⚠️ Your message could not be saved (the bot's store did not answer); send it again."
+NOT_SAVED = COMMAND_NOT_SAVED
 
 
 _DELIVERIES: Final[tuple[tuple[str, str, Mode], ...]] = (
@@ -31,31 +34,6 @@ _DELIVERIES: Final[tuple[tuple[str, str, Mode], ...]] = (
     ("followup", "Queue a message for after this turn.", "follow_up"),
 )
 """``/steer`` and ``/followup``: one handling, told apart by the mode they deliver in."""
-
-
-def _said(outcome: Outcome, message: str, mode: Mode) -> str:
-    """The command's answer: what became of the message."""
-    if outcome.kind == "delivered":
-        if outcome.started:
-            return f"Started a turn with: {message}"
-        word = "Steering" if mode == "steer" else "Queued as a follow-up"
-        return f"{word}: {message}"
-    if outcome.kind == "held":
-        return (
-            "Received; it goes to the agent as soon as what was written here while the bot "
-            f"was offline has been read back: {message}"
-        )
-    if outcome.kind == "busy":
-        return (
-            "Queued: another bot process runs this session right now, and it gets your "
-            f"message from there: {message}"
-        )
-    if outcome.kind == "failed":
-        return (
-            f"⚠️ Not passed on: {outcome.reason}. It stays queued: it goes to the agent "
-            "with the next message here, or when the bot restarts."
-        )
-    return "Already received."
 
 
 class SteeringCommands:
@@ -98,14 +76,7 @@ class SteeringCommands:
         done = await self.uses.sessions.cancel(
             record.target_session_key, by_user_id=str(user.id), by_name=user.display_name
         )
-        if not isinstance(done, Cancelled):
-            text = "Nothing is running here."
-        elif done.dropped:
-            listed = "\n".join(f"- ({m.mode}) {m.text}" for m in done.dropped)
-            text = f"Cancelled. Dropped {len(done.dropped)} queued message(s):\n{listed}"
-        else:
-            text = "Cancelled."
-        await interaction.response.send_message(text[:2000])
+        await interaction.response.send_message(cancelled_text(done)[:2000])
 
     async def _deliver(self, interaction: discord.Interaction, message: str, mode: Mode) -> None:
         """The message into the session's inbox, as a thread message would go; the answer
@@ -132,4 +103,4 @@ class SteeringCommands:
         if outcome.kind == "dropped":  # the binding ended in between
             await interaction.response.send_message(NOT_BOUND, ephemeral=True)
             return
-        await interaction.response.send_message(_said(outcome, message, mode)[:2000])
+        await interaction.response.send_message(delivered_text(outcome, message, mode)[:2000])

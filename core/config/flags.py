@@ -60,13 +60,6 @@ FLAG_SCHEDULED_TASKS = "channels.discord.threadBindings.scheduledTasks"
 """The flag a ``FeatureDisabled`` error names when ``/schedule add`` is refused."""
 
 
-def channel_flag(flag: str, channel: str) -> str:
-    """The full path of a thread-binding flag for ``channel``: ``FLAG_SCHEDULED_TASKS`` on
-    Matrix is ``channels.matrix.threadBindings.scheduledTasks``, so a refusal names the
-    flag the admin of that platform would turn on."""
-    return flag.replace("channels.discord.", f"channels.{channel}.", 1)
-
-
 RUNTIME_SOURCE = "<runtime>"
 """``ConfigError.path`` for mistakes in runtime input (flag names, admin overrides)."""
 
@@ -297,14 +290,22 @@ def resolve_thread_bindings(
     return ThreadBindingSettings.model_validate(values)
 
 
-def overridable_paths(config: FlagSource) -> list[str]:
-    """Every dotted path an admin may override at runtime for this config's accounts."""
+def overridable_paths(config: FlagSource, *, channel: str = "discord") -> list[str]:
+    """Every dotted path an admin on ``channel`` may override at runtime: the session
+    level, the channel's own, and (Discord) each account's. A Matrix account has no flag
+    level of its own, so a Matrix administrator overrides the channel's."""
     paths = [f"session.threadBindings.{f.key}" for f in _FLAGS.values() if f.at_session_level]
-    paths += [f"channels.discord.threadBindings.{key}" for key in FLAG_NAMES]
-    for account_id in config.account_ids():
-        prefix = f"channels.discord.accounts.{account_id}.threadBindings."
-        paths += [prefix + key for key in FLAG_NAMES]
+    paths += [channel_flag(channel, key) for key in FLAG_NAMES]
+    if channel == "discord":
+        for account_id in config.account_ids():
+            prefix = f"channels.discord.accounts.{account_id}.threadBindings."
+            paths += [prefix + key for key in FLAG_NAMES]
     return paths
+
+
+def channel_flag(channel: str, key: str) -> str:
+    """The path of ``channel``'s own level of flag ``key``: what a refusal there names."""
+    return f"channels.{channel}.threadBindings.{key}"
 
 
 _ACCOUNT_KEY_PARTS = 3
@@ -330,7 +331,7 @@ def _is_account_path(path: str) -> bool:
     return path.split(".")[2:3] == ["accounts"]
 
 
-def find_flag_path(config: FlagSource, key: str) -> FlagKeyMatch:
+def find_flag_path(config: FlagSource, key: str, *, channel: str = "discord") -> FlagKeyMatch:
     """The overridable flag path ``key`` names: the path itself, or any unambiguous
     suffix of it (``spawnSubagentSessions``, ``discord.threadBindings.enabled``).
 
@@ -339,10 +340,11 @@ def find_flag_path(config: FlagSource, key: str) -> FlagKeyMatch:
     name an account (fewer than three components) means the server-wide levels
     (``session.…``, ``channels.discord.…``), not an account's own: a bot with one
     account has an implicit ``default`` one whose flags would otherwise make every
-    short key ambiguous.
+    short key ambiguous. Keys are read among ``channel``'s paths: in a Matrix room,
+    ``spawnSubagentSessions`` is ``channels.matrix.threadBindings.spawnSubagentSessions``.
     """
     text = key.strip()
-    paths = overridable_paths(config)
+    paths = overridable_paths(config, channel=channel)
     if text in paths:
         return FlagKeyMatch(key, text, (text,))
     wanted = [_fold(part) for part in text.split(".")]
@@ -359,12 +361,12 @@ def find_flag_path(config: FlagSource, key: str) -> FlagKeyMatch:
     return FlagKeyMatch(key, found[0] if len(found) == 1 else None, tuple(found))
 
 
-def shortest_flag_key(config: FlagSource, path: str) -> str:
+def shortest_flag_key(config: FlagSource, path: str, *, channel: str = "discord") -> str:
     """The shortest key :func:`find_flag_path` reads as ``path`` (what help texts show)."""
     parts = path.split(".")
     for size in range(1, len(parts) + 1):
         key = ".".join(parts[-size:])
-        if find_flag_path(config, key).path == path:
+        if find_flag_path(config, key, channel=channel).path == path:
             return key
     return path
 
@@ -384,7 +386,9 @@ def validate_override(config: FlagSource, path: str, raw: str | bool | int | flo
     Validated against ``config`` so an override for an account that does not exist is
     refused now instead of being stored and silently never applying.
     """
-    if path not in overridable_paths(config):
+    channel = path.split(".")[1] if path.startswith("channels.") else "discord"
+    channels = type(config.channels).model_fields
+    if channel not in channels or path not in overridable_paths(config, channel=channel):
         parts = path.split(".")
         is_account_path = parts[:3] == ["channels", "discord", "accounts"] and len(parts) == 6
         if is_account_path and parts[3] not in config.account_ids():

@@ -11,12 +11,14 @@ from __future__ import annotations
 from typing import Final
 
 from core.attachments import refusal_text
-from core.inbox.records import Outcome
+from core.inbox.records import Mode, Outcome
 
 __all__ = [
     "BUSY_MARK",
+    "COMMAND_NOT_SAVED",
     "FAILED_MARK",
     "MODE_MARKS",
+    "delivered_text",
     "mark_of",
     "not_passed_text",
     "not_saved_text",
@@ -97,3 +99,34 @@ def unreadable_text(said: str) -> str:
         "⚠️ What was written here while the bot was offline could not be read back "
         f"({said}): repeat anything that still matters."
     )
+
+
+COMMAND_NOT_SAVED: Final = (
+    "⚠️ Your message could not be saved (the bot's store did not answer); send it again."
+)
+"""The answer to a steer or follow-up command whose message the inbox could not record."""
+
+
+def delivered_text(outcome: Outcome, message: str, mode: Mode) -> str:
+    """A steer or follow-up command's answer: what became of ``message``."""
+    if outcome.kind == "delivered":
+        if outcome.started:
+            return f"Started a turn with: {message}"
+        word = "Steering" if mode == "steer" else "Queued as a follow-up"
+        return f"{word}: {message}"
+    if outcome.kind == "held":
+        return (
+            "Received; it goes to the agent as soon as what was written here while the bot "
+            f"was offline has been read back: {message}"
+        )
+    if outcome.kind == "busy":
+        return (
+            "Queued: another bot process runs this session right now, and it gets your "
+            f"message from there: {message}"
+        )
+    if outcome.kind == "failed":
+        return (
+            f"⚠️ Not passed on: {outcome.reason}. It stays queued: it goes to the agent "
+            "with the next message here, or when the bot restarts."
+        )
+    return "Already received."

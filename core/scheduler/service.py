@@ -20,8 +20,7 @@ from typing import Protocol
 from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
 from core.clock import Clock
-from core.config import FLAG_SCHEDULED_TASKS, SchedulerConfig
-from core.config.flags import channel_flag
+from core.config import SchedulerConfig, channel_flag
 from core.errors import FeatureDisabled, ThreadboundError
 from core.scheduler import repository
 from core.scheduler.records import Job, JobKind
@@ -40,6 +39,9 @@ __all__ = [
     "SchedulePolicy",
     "Schedules",
 ]
+
+_FLAG = "scheduledTasks"
+"""The flag a job needs, named at its channel's level."""
 
 NAME_LIMIT = 60
 
@@ -133,9 +135,7 @@ class Schedules:
         """
         where = request.where
         if not self._policy.schedules(request.scope, where.account_id, channel=where.channel):
-            raise FeatureDisabled(
-                channel_flag(FLAG_SCHEDULED_TASKS, where.channel), "a scheduled job"
-            )
+            raise FeatureDisabled(channel_flag(where.channel, _FLAG), "a scheduled job")
         if is_blank(request.task):
             raise JobRefused("the task is empty; say what should be done at each run")
         now = self.clock.now()
@@ -202,9 +202,7 @@ class Schedules:
             raise JobRefused("this session has no owner to schedule a wake-up for")
         where = binding.conversation
         if not self._policy.schedules(binding.scope, where.account_id, channel=where.channel):
-            raise FeatureDisabled(
-                channel_flag(FLAG_SCHEDULED_TASKS, where.channel), "a scheduled wake-up"
-            )
+            raise FeatureDisabled(channel_flag(where.channel, _FLAG), "a scheduled wake-up")
         now = self.clock.now()
         text = after.strip()
         if not text.lower().startswith("in "):
@@ -332,9 +330,7 @@ class Schedules:
             return job
         where = job.conversation
         if not self._policy.schedules(scope, where.account_id, channel=where.channel):
-            raise FeatureDisabled(
-                channel_flag(FLAG_SCHEDULED_TASKS, where.channel), "resuming a scheduled job"
-            )
+            raise FeatureDisabled(channel_flag(where.channel, _FLAG), "resuming a scheduled job")
         now = self.clock.now()
         due = job.next_run_at
         spec = self.spec_of(job)

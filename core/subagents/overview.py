@@ -12,10 +12,12 @@ did not reach the limit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.agent.assignment import active_agent
 from core.agent.usage import context_size
+from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
 from core.handoffs import repository as handoffs_repository
 from core.handoffs.activation import HandoffRecord
@@ -24,7 +26,7 @@ from core.store.database import Database
 from core.subagents.records import SubagentRecord
 from core.subagents.service import SubagentService
 
-__all__ = ["Overview", "SubagentOverview", "SubagentRow", "UnboundRun"]
+__all__ = ["Overview", "SubagentOverview", "SubagentRow", "UnboundRun", "overview_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,8 @@ class SubagentRow:
     cost_usd: float
     estimated: bool
     context_share: float | None
+    conversation: ConversationRef | None = None
+    """Where it speaks (``conversation_id`` is its id), for a channel's link to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +86,17 @@ class SubagentOverview:
         self._bindings = bindings
         self._db = database
 
-    async def overview(self, account_id: str, /, *, limit: int = 25) -> Overview:
-        """The subagents requested on ``account_id`` (or by a model: no requester), newest
-        first, at most ``limit`` of them."""
+    async def overview(
+        self, account_id: str, /, *, limit: int = 25, channel: str = "discord"
+    ) -> Overview:
+        """The subagents requested on ``channel``'s ``account_id`` (or by a model: no
+        requester), newest first, at most ``limit`` of them."""
         records = await self._subagents.list()
         shown = [
             record
             for record in reversed(records)
-            if record.requester is None or record.requester.account_id == account_id
+            if record.requester is None
+            or (record.requester.account_id, record.requester.channel) == (account_id, channel)
         ][:limit]
         taken = await self._taken_over(
             [r.session_key for r in shown if self._runtime.peek(r.session_key) is None]
@@ -128,6 +135,7 @@ class SubagentOverview:
                 handed_from=handed_from,
                 state=record.state,
                 conversation_id=binding.conversation.conversation_id if binding else None,
+                conversation=binding.conversation if binding else None,
                 queued=None,
                 tokens=record.tokens,
                 cost_usd=record.cost_usd,
@@ -143,6 +151,7 @@ class SubagentOverview:
             handed_from=handed_from,
             state="running" if agent.running else record.state,
             conversation_id=binding.conversation.conversation_id if binding else None,
+            conversation=binding.conversation if binding else None,
             queued=(len(snapshot.steering_queue), len(snapshot.follow_up_queue)),
             tokens=usage.prompt_tokens + usage.completion_tokens,
             cost_usd=usage.cost_usd or 0.0,
@@ -158,3 +167,30 @@ class SubagentOverview:
                 continue
             runs.append(UnboundRun(key, agent.running))
         return runs
+
+
+def overview_lines(overview: Overview, *, place: Callable[[ConversationRef], str]) -> list[str]:
+    """``agents list``'s answer, on every platform alike: one line per subagent, newest
+    first (state, where, queues, usage); then the sessions in memory that speak nowhere
+    (legacy runs). ``place`` is how the platform links to a conversation."""
+    lines = []
+    for row in overview.subagents:
+        name = f"**{row.name}**"
+        if row.handed_from is not None:
+            name += f" (handed over from {row.handed_from})"
+        where = place(row.conversation) if row.conversation is not None else "no thread"
+        parts = [f"{name} `{row.session_key}` {row.state}", where]
+        if row.queued is not None:
+            parts.append(f"{row.queued[0]} steer / {row.queued[1]} queued")
+        approx = "≈" if row.estimated else ""  # the bot counted what the server did not
+        cost = f", ${row.cost_usd:.4f}" if row.cost_usd else ""
+        context = f", context {row.context_share:.0%}" if row.context_share is not None else ""
+        parts.append(f"{approx}{row.tokens} tokens{cost}{context}")
+        lines.append(" · ".join(parts))
+    if overview.cut:
+        lines.append("… and more (newest first)")
+    lines.extend(
+        f"unbound run `{run.session_key}` ({'running' if run.running else 'idle'})"
+        for run in overview.unbound
+    )
+    return lines

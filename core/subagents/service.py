@@ -45,8 +45,7 @@ from core.bindings.records import (
 )
 from core.bindings.service import SessionBindingService
 from core.clock import Clock, SystemClock
-from core.config import FLAG_SPAWN_SUBAGENT_SESSIONS, AgentProfile, agent_display_name
-from core.config.flags import channel_flag
+from core.config import AgentProfile, agent_display_name, channel_flag
 from core.errors import FeatureDisabled, ThreadboundError
 from core.handoffs.activation import may_activate
 from core.logging import get_logger
@@ -72,6 +71,8 @@ from core.subagents.validation import is_blank
 __all__ = ["SpawnPolicy", "SpawnRefused", "SpawnRequest", "Spawned", "SubagentService"]
 
 _log = get_logger("core.subagents")
+_SPAWN_FLAG = "spawnSubagentSessions"
+"""The flag a thread-bound spawn needs, named at the asking channel's level."""
 
 SUBAGENT_PREFIX = "subagent:"
 
@@ -234,8 +235,7 @@ class SubagentService:
         )
         if not threads and mode == "session":
             raise FeatureDisabled(
-                channel_flag(FLAG_SPAWN_SUBAGENT_SESSIONS, requester.channel),
-                "a session-mode subagent in a thread",
+                channel_flag(requester.channel, _SPAWN_FLAG), "a session-mode subagent in a thread"
             )
         here = self._bindings.active_for_conversation(requester) if threads else None
         return SpawnRequest(
@@ -278,9 +278,8 @@ class SubagentService:
         if request.thread and not self._policy.spawns_threads(
             request.scope, account, channel=channel
         ):
-            raise FeatureDisabled(
-                channel_flag(FLAG_SPAWN_SUBAGENT_SESSIONS, channel), "a subagent in its own thread"
-            )
+            flag = channel_flag(channel, _SPAWN_FLAG)
+            raise FeatureDisabled(flag, "a subagent in its own thread")
         agent = self.choose_agent(request.agent)
         profile = self._profiles.get(agent or "")
         why = self._cannot_start(profile) if profile is not None else None

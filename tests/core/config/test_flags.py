@@ -356,3 +356,22 @@ class TestFlagLevel:
     def test_each_source_names_its_level(self, source: str, level: str) -> None:
         """A resolved flag says which level decided, whatever the flag is called."""
         assert FlagValue(value=True, source=source).level == level
+
+
+class TestMatrixKeys:
+    def test_a_short_key_in_a_matrix_room_is_the_matrix_flag(self, tmp_path: Path):
+        """The same key means the asking channel's flag; Discord's reading is unchanged."""
+        config = load_text(tmp_path, TWO_ACCOUNTS)
+        matrix = "channels.matrix.threadBindings.spawnSubagentSessions"
+        assert find_flag_path(config, "spawnSubagentSessions", channel="matrix").path == matrix
+        assert find_flag_path(config, "spawnSubagentSessions").path == FLAG_SPAWN_SUBAGENT_SESSIONS
+        assert shortest_flag_key(config, matrix, channel="matrix") == "spawnSubagentSessions"
+        assert not any(".discord." in p for p in overridable_paths(config, channel="matrix"))
+
+    def test_a_matrix_override_is_validated_like_discords(self, tmp_path: Path):
+        config = load_text(tmp_path, TWO_ACCOUNTS)
+        assert validate_override(config, "channels.matrix.threadBindings.idleHours", "3") == 3.0
+        with pytest.raises(ConfigError, match="not overridable"):
+            validate_override(config, "channels.matrix.accounts.x.threadBindings.enabled", "on")
+        with pytest.raises(ConfigError, match="not overridable"):
+            validate_override(config, "channels.irc.threadBindings.enabled", "on")
