@@ -78,7 +78,7 @@ class MatrixAccount:
         self.sender = MatrixSender(client, clock=pace)
         self.threads = MatrixThreads(account_id, client)
         uses = UseCases.of(services)
-        self.commands = MatrixCommands(account_id, client, uses)
+        self.commands = MatrixCommands(account_id, client, uses, sender=self.sender)
         self.approvals = MatrixApprovals(
             account_id,
             client,

@@ -220,8 +220,6 @@ class TestSpawnSteerCancel:
         bot, _gate = working
         room_id = await room_with(bot, person)
         async with bot.running() as watched:
-            # what became of a thread message shows on it: the Matrix inbox is the port
-            bot.services.inbox.channels.register(watched.matrix, replace=True)
             await watched.wait_batches(1)
             refused = await answer_to(person, room_id, "!agents spawn task:look mode:session")
             turned_on = await answer_to(
