@@ -93,6 +93,7 @@ class MatrixAccount:
             services.bindings,
             commands=self.commands,
             approvals=self.approvals,
+            sender=self.sender,
         )
         registration = services.config.matrix_appservice_registration(account_id)
         self.voices = PersonaVoices(

@@ -30,15 +30,17 @@ from typing import Any, Final
 
 from mautrix.api import Method, Path
 from mautrix.client import Client
-from mautrix.types import ContentURI, EventID, RoomID
+from mautrix.types import ContentURI, RoomID
 
 from adapters.matrix.approvals import MatrixApprovals
 from adapters.matrix.commands import MatrixCommands, is_command
 from adapters.matrix.errors import MATRIX_FAILURES, matrix_said
 from adapters.matrix.ids import CHANNEL, thread_of, thread_root
-from adapters.matrix.replies import reply, txn_id
+from adapters.matrix.replies import reply_content, txn_id
+from adapters.matrix.sending import MatrixSender
 from core.bindings.records import ConversationRef
 from core.bindings.service import SessionBindingService
+from core.errors import DeliveryError
 from core.inbox import FileRef, FileUnavailable, Inbox, InboxMessage, Outcome, Source
 from core.inbox.shown import FAILED_MARK, mark_of, not_saved_text, replies_of
 from core.logging import get_logger
@@ -71,8 +73,12 @@ class MatrixInbox:
         *,
         commands: MatrixCommands | None = None,
         approvals: MatrixApprovals | None = None,
+        sender: MatrixSender | None = None,
     ) -> None:
+        """``sender``: the account's paced sends (a rate limit holds the marks and replies
+        too, rather than losing them); one of its own when not given."""
         self.account_id = account_id
+        self._sender = sender or MatrixSender(client)
         self._commands = commands
         self._approvals = approvals
         self._client = client
@@ -226,29 +232,28 @@ class MatrixInbox:
 
     async def _mark(self, message: InboxMessage, key: str) -> None:
         room_id = RoomID(message.conversation.parent_conversation_id or "")
+        relates = {"rel_type": "m.annotation", "event_id": message.item_id, "key": key}
         try:
-            await self._client.react(
-                room_id, EventID(message.item_id), key, txn_id=txn_id("mark", message.item_id, key)
+            await self._sender.send(
+                room_id,
+                {"m.relates_to": relates},
+                txn=txn_id("mark", message.item_id, key),
+                event_type="m.reaction",
             )
-        except MATRIX_FAILURES as exc:
-            _log.warning(
-                "bot.reaction_failed", item_id=message.item_id, emoji=key, error=matrix_said(exc)
-            )
+        except DeliveryError as exc:
+            _log.warning("bot.reaction_failed", item_id=message.item_id, emoji=key, error=str(exc))
 
     async def _reply(self, message: InboxMessage, text: str) -> None:
         """``text`` in the message's thread, as a reply to it."""
         ref = message.conversation
         try:
-            await reply(
-                self._client,
+            await self._sender.send(
                 ref.parent_conversation_id or "",
-                text,
-                to=message.item_id,
-                thread=ref.conversation_id,
-                about="inbox",
+                reply_content(text, to=message.item_id, thread=ref.conversation_id),
+                txn=txn_id("inbox", message.item_id, text),
             )
-        except MATRIX_FAILURES as exc:
-            _log.warning("inbox.reply_failed", item_id=message.item_id, error=matrix_said(exc))
+        except DeliveryError as exc:
+            _log.warning("inbox.reply_failed", item_id=message.item_id, error=str(exc))
 
 
 def _words_and_files(content: Mapping[str, Any]) -> tuple[str, tuple[FileRef, ...]]:
