@@ -35,6 +35,7 @@ from adapters.discord.pacing import Lane
 from adapters.discord.sinks import BotSink, StatusSink, ThreadSink
 from adapters.discord.streaming import StreamingMessage
 from adapters.discord.tool_lines import ToolLine, ToolStatus, TranscriptDoc
+from core.agent import shown
 from core.agent.agent import Agent
 from core.agent.endings import cancelled_by, capitalised, is_cancel, rejected_by
 from core.agent.events import (
@@ -57,10 +58,11 @@ from core.agent.events import (
     TurnInterrupted,
     TurnStarted,
 )
+from core.agent.shown import compaction_notice, failure_notice, interrupted_notice
 from core.bindings.records import SessionBindingRecord
 from core.clock import Clock, SystemClock
 from core.errors import DeliveryError
-from core.logging import get_logger, redact_text
+from core.logging import get_logger
 from core.providers.types import ToolCall
 from core.sessions.tree import SessionSnapshot
 from core.subagents.delivery import Posted
@@ -86,7 +88,6 @@ _STATUS_EVENTS = (
 )
 
 
-NOTICE_LIMIT = 300
 PLAN_LIMIT = 1_900
 _PLAN_MARKS = {"completed": "✅", "in_progress": "🔄", "pending": "⬜"}
 _PLAN_STOPPED = "⏹️"
@@ -95,8 +96,8 @@ _PLAN_ENDS = {
     "budget": "⏹️ stopped: the budget is used up",
 }
 """How a plan line ends when its turn ended other than by completing or a person."""
-CUT_OFF = "-# ✂️ cut off here: {why}"
-"""The mark under words a cancel, a steer or a reject cut off mid-way."""
+CUT_OFF = f"-# {shown.CUT_OFF}"
+"""The mark under words a cancel, a steer or a reject cut off mid-way, in small text."""
 
 
 def status_text(
@@ -131,36 +132,6 @@ def status_text(
     return "Status: " + " · ".join(parts)
 
 
-def failure_notice(event: AgentErrorEvent) -> str:
-    """What the thread reads when a turn fails: what failed and that a message retries.
-
-    A model's error says what the provider answered (one line, redacted, short);
-    an error of the bot itself is only named, its details stay in the logs.
-    """
-    if event.internal:
-        what = "something went wrong inside the bot (the details are in its logs)"
-    else:
-        reason = " ".join(redact_text(event.message).split()) or "no reason given"
-        if len(reason) > NOTICE_LIMIT:
-            reason = reason[: NOTICE_LIMIT - 1] + "…"
-        # an external agent's failure names the agent and what it did
-        what = reason if event.external else f"the model could not answer: {reason}"
-    return f"⚠️ This turn failed: {what}. Your next message starts a new turn."
-
-
-def interrupted_notice(event: TurnInterrupted, name: str) -> str:
-    """What the thread reads where a stop cut a turn off, so nothing looks frozen."""
-    if event.stopping:
-        return (
-            f"⏹️ The bot is stopping, so **{name}**'s turn was cut off here. Messages "
-            "already queued are kept; once the bot is back, send a message to carry on."
-        )
-    return (
-        f"⚠️ The bot stopped unexpectedly while **{name}** was working; that turn was cut "
-        "off here. Send a message to carry on."
-    )
-
-
 def plan_text(entries: tuple[tuple[str, str], ...], *, stopped: str | None = None) -> str:
     """An external agent's plan on one line: each step marked done, under way or to do.
 
@@ -180,18 +151,6 @@ def plan_text(entries: tuple[tuple[str, str], ...], *, stopped: str | None = Non
     how = f"; {discord.utils.escape_markdown(stopped)}" if stopped else ""
     text = f"📋 **Plan** ({done}/{len(entries)} done{how}): {steps}"
     return text if len(text) <= PLAN_LIMIT else text[: PLAN_LIMIT - 1] + "…"
-
-
-def compaction_notice(event: Compacted) -> str:
-    why = {
-        "overflow": "the model said the conversation no longer fit",
-        "command": "asked with /compact",
-    }.get(event.reason, "to stay within the model's context window")
-    return (
-        f"🗜️ Compacted the older conversation into a summary ({why}): "
-        f"{event.tokens_before:,} → {event.tokens_after:,} tokens. Nothing is deleted; "
-        "/tree and /export still show everything."
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,7 +431,7 @@ class ThreadPresenter:
         elif isinstance(event, TurnEnded) and event.reason in _PLAN_ENDS:
             self._stop_plan(_PLAN_ENDS[event.reason])
         elif isinstance(event, SteeringInjected) and event.cut:
-            self._cut_off("a new message redirected the agent")
+            self._cut_off(shown.STEER_CUT)
             self._end_lines("cancelled")
 
     def _cut_off(self, why: str) -> None:

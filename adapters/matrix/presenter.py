@@ -16,26 +16,26 @@ agent is in memory, gets a presenter; an ended binding's presenter stops.
 from __future__ import annotations
 
 import asyncio
+import mimetypes
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapters.matrix.approvals import MatrixApprovals
+from adapters.matrix.commands import PREFIX as COMMAND_PREFIX
+from adapters.matrix.errors import MATRIX_FAILURES, matrix_said
 from adapters.matrix.ids import CHANNEL
 from adapters.matrix.personas import PersonaVoices
 from adapters.matrix.sending import EventSender, MatrixSender
 from adapters.matrix.streaming import MatrixStream
+from core.agent import shown
 from core.agent.agent import Agent
 from core.agent.events import (
-    AgentErrorEvent,
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
+    FileShown,
     TextDelta,
-    ToolStarted,
-    TurnCancelled,
-    TurnEnded,
-    TurnInterrupted,
 )
 from core.bindings.records import SessionBindingRecord
 from core.clock import Clock
@@ -47,9 +47,6 @@ from core.services import Services
 __all__ = ["MatrixPresenters", "ThreadPresenter"]
 
 _log = get_logger("adapters.matrix")
-
-_CLOSES = (ToolStarted, TurnEnded, TurnCancelled, TurnInterrupted, AgentErrorEvent)
-"""What ends the message being written: its final text lands, the next words go below."""
 
 
 class ThreadPresenter:
@@ -104,15 +101,30 @@ class ThreadPresenter:
         self._close_stream()
 
     def on_event(self, event: AgentEvent) -> None:
+        """What the thread shows of ``event``: words stream into the open message; what
+        ends it (:func:`core.agent.shown.closes_message`) lands it whole, marked where a
+        cancel, a reject or a steer cut it off; the bot's notices and the agent's files
+        come below it, in order."""
         if isinstance(event, TextDelta):
             self._append(event.text)
-        elif isinstance(event, _CLOSES):
-            self._close_stream()
-        elif isinstance(event, ApprovalRequested) and self._approvals is not None:
+            return
+        if isinstance(event, ApprovalRequested) and self._approvals is not None:
             self._close_stream()  # the model's next words come below the prompt
             self._then(self._ask(self._approvals, event))
-        elif isinstance(event, ApprovalResolved) and self._approvals is not None:
+            return
+        if isinstance(event, ApprovalResolved) and self._approvals is not None:
             self._then(self._settle(self._approvals, event))
+            return
+        why = shown.cut_off_reason(event)
+        if why is not None:
+            self._cut_off(why)
+        if shown.closes_message(event):
+            self._close_stream()
+        if isinstance(event, FileShown):
+            self._then(self._upload(event))
+        notice = shown.notice_of(event, self._name, prefix=COMMAND_PREFIX)
+        if notice:
+            self._then(self._notice(notice))
 
     async def drain(self) -> None:
         """Wait until everything shown so far has reached the homeserver."""
@@ -142,6 +154,11 @@ class ThreadPresenter:
                 stream.append(text)
 
             self._then(later())
+
+    def _cut_off(self, why: str) -> None:
+        """Mark where the open message's words stopped, so they do not read as finished."""
+        if self._stream is not None and self._stream.text.strip():
+            self._append("\n\n" + shown.CUT_OFF.format(why=why))
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
@@ -180,9 +197,61 @@ class ThreadPresenter:
                 error=str(exc),
             )
 
+    def _in_thread(self, content: dict[str, Any]) -> dict[str, Any]:
+        return content | {
+            "m.relates_to": {
+                "rel_type": "m.thread",
+                "event_id": self._root,
+                "is_falling_back": True,
+                "m.in_reply_to": {"event_id": self._root},
+            }
+        }
+
+    async def _notice(self, text: str) -> None:
+        """The bot's own line in the thread (an ``m.notice``), never a ping."""
+        content = self._in_thread({"msgtype": "m.notice", "body": text, "m.mentions": {}})
+        try:
+            await self._sender.send(self._room_id, content, txn=uuid.uuid4().hex)
+        except DeliveryError as exc:
+            _log.warning("matrix.notice_failed", binding_id=self._record.binding_id, error=str(exc))
+
+    async def _upload(self, event: FileShown) -> None:
+        """A file the agent shows (a long diff, an export): its caption, then the file,
+        uploaded to the homeserver's media repository."""
+        try:
+            mxc = await self._sender.client.upload_media(
+                event.data, mime_type=mime_of(event.name), filename=event.name
+            )
+        except MATRIX_FAILURES as exc:
+            _log.warning(
+                "matrix.file_failed", binding_id=self._record.binding_id, error=matrix_said(exc)
+            )
+            await self._notice(f"{event.caption}\n⚠️ The file {event.name} could not be uploaded.")
+            return
+        if event.caption:
+            await self._notice(event.caption)
+        content = self._in_thread(
+            {
+                "msgtype": "m.file",
+                "body": event.name,
+                "filename": event.name,
+                "url": str(mxc),
+                "info": {"size": len(event.data), "mimetype": mime_of(event.name)},
+            }
+        )
+        try:
+            await self._sender.send(self._room_id, content, txn=uuid.uuid4().hex)
+        except DeliveryError as exc:
+            _log.warning("matrix.file_failed", binding_id=self._record.binding_id, error=str(exc))
+
     def _then(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` after what was scheduled before it."""
         self._chain = asyncio.ensure_future(_after(self._chain, work))
+
+
+def mime_of(name: str) -> str:
+    """The media type a file's name says (a diff is text)."""
+    return mimetypes.guess_type(name)[0] or "text/plain"
 
 
 async def _after(previous: asyncio.Future[None] | None, work: Coroutine[Any, Any, None]) -> None:

@@ -70,6 +70,11 @@ class MatrixSender:
         self._not_before: datetime | None = None
         """Nothing is sent before this time: the homeserver's last ``retry_after_ms``."""
 
+    @property
+    def client(self) -> Client:
+        """The account's client (uploads, reads)."""
+        return self._client
+
     async def send(
         self, room_id: str, content: Mapping[str, Any], /, *, txn: str, event_type: str = ""
     ) -> str:
