@@ -196,14 +196,7 @@ class AccountRuntime:
         presenter = self.presenter(binding.binding_id)
         if presenter is not None:
             await presenter.drain()
-        transcript = self.services.transcript
-        if transcript.may_owe(binding.binding_id):
-            try:
-                await transcript.settle_owed([binding.binding_id])
-            except Exception:  # the announcement goes anyway; the next pass finishes it
-                _log.warning(
-                    "transcript.settle_failed", binding_id=binding.binding_id, exc_info=True
-                )
+        await self.services.transcript.settle_before_announcing(binding.binding_id)
 
     def present(self, record: SessionBindingRecord, agent: Agent) -> ThreadPresenter:
         """Show ``agent`` in ``record``'s thread (once per agent instance and persona)."""

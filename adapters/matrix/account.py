@@ -212,11 +212,4 @@ class MatrixAccount:
         presenter = self.presenters.presenter(binding.binding_id)
         if presenter is not None:
             await presenter.drain()
-        transcript = self.services.transcript
-        if transcript.may_owe(binding.binding_id):
-            try:
-                await transcript.settle_owed([binding.binding_id])
-            except Exception:  # the announcement goes anyway; the next pass finishes it
-                _log.warning(
-                    "transcript.settle_failed", binding_id=binding.binding_id, exc_info=True
-                )
+        await self.services.transcript.settle_before_announcing(binding.binding_id)

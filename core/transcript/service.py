@@ -142,6 +142,18 @@ class Transcript:
             except Exception:
                 _log.warning("transcript.flush_failed", exc_info=True)
 
+    async def settle_before_announcing(self, binding_id: str) -> None:
+        """Before a completion is announced in a thread: what it still owes of an answer
+        (a message a dead process left cut) is finished first, so the answer reads before
+        its announcement. A failure is logged, never raised: the announcement goes anyway
+        and the next pass finishes the message."""
+        if not self.may_owe(binding_id):
+            return
+        try:
+            await self.settle_owed([binding_id])
+        except Exception:
+            _log.warning("transcript.settle_failed", binding_id=binding_id, exc_info=True)
+
     async def settle_owed(self, binding_ids: Collection[str] | None = None) -> int:
         """Finish, in their threads, the owed messages of bindings this process answers
         for (of ``binding_ids`` only, if given); returns how many now show their text.
