@@ -97,6 +97,11 @@ class MatrixConnection:
         """Rooms the account is in, as the last sync (or join) said."""
         self.device_id: str | None = None
         self._sync_timeout_ms = sync_timeout_ms
+        self._first_sync = True
+        """A long-poll a stopped process left in flight is answered from the homeserver's
+        cache to a request with the same position, filter and timeout, holding only what
+        woke it: the first sync of a process does not wait (timeout 0), so it is never
+        that request and reads everything written since the position at once."""
         self._filter = json.dumps({"room": {"timeline": {"limit": timeline_limit}}})
         self.handler = handler
         self._since: SyncToken | None = None
@@ -171,10 +176,11 @@ class MatrixConnection:
                 "sync",
                 lambda: self.client.sync(
                     since=self._since,
-                    timeout=self._sync_timeout_ms,
+                    timeout=0 if self._first_sync else self._sync_timeout_ms,
                     filter_id=FilterID(self._filter),
                 ),
             )
+            self._first_sync = False
         except MatrixInvalidToken as exc:
             raise self._login_error(
                 f"the homeserver refused the token ({matrix_said(exc)})"

@@ -253,7 +253,9 @@ class TestWhileDown:
         async with bot.running() as shown:  # the homeserver hands the same events again
             await shown.wait_batches(1)
         assert await bot.inbox.position("matrix", "default") != before_downtime
-        assert shown.shown == []  # nothing acted on: the inbox knew every one
+        # nothing acted on: the inbox knew every one (one the stop cut off before it was
+        # marked done is found in the session's log: a duplicate, not a second turn)
+        assert {kind for _, kind in shown.shown} <= {"duplicate"}
         assert await bot.said() == said
 
 
