@@ -196,8 +196,8 @@ def _levels(
     channel_config = getattr(config.channels, channel)
     levels: list[tuple[str, BaseModel | None]] = []
     if account_id is not None:
-        if account_id not in config.account_ids():
-            known = ", ".join(config.account_ids())
+        if account_id not in channel_config.account_ids():
+            known = ", ".join(channel_config.account_ids())
             raise ConfigError(
                 RUNTIME_SOURCE,
                 f"channels.{channel}.accounts.{account_id}",
@@ -292,13 +292,14 @@ def resolve_thread_bindings(
 
 def overridable_paths(config: FlagSource, *, channel: str = "discord") -> list[str]:
     """Every dotted path an admin on ``channel`` may override at runtime: the session
-    level, the channel's own, and (Discord) each account's. A Matrix account has no flag
-    level of its own, so a Matrix administrator overrides the channel's."""
+    level, the channel's own, and each account's where accounts have flags of their own
+    (a channel without, such as Matrix: its administrators override the channel's)."""
     paths = [f"session.threadBindings.{f.key}" for f in _FLAGS.values() if f.at_session_level]
     paths += [channel_flag(channel, key) for key in FLAG_NAMES]
-    if channel == "discord":
-        for account_id in config.account_ids():
-            prefix = f"channels.discord.accounts.{account_id}.threadBindings."
+    table = getattr(config.channels, channel)
+    if table.ACCOUNT_FLAGS:
+        for account_id in table.account_ids():
+            prefix = f"channels.{channel}.accounts.{account_id}.threadBindings."
             paths += [prefix + key for key in FLAG_NAMES]
     return paths
 
@@ -390,9 +391,12 @@ def validate_override(config: FlagSource, path: str, raw: str | bool | int | flo
     channels = type(config.channels).model_fields
     if channel not in channels or path not in overridable_paths(config, channel=channel):
         parts = path.split(".")
-        is_account_path = parts[:3] == ["channels", "discord", "accounts"] and len(parts) == 6
-        if is_account_path and parts[3] not in config.account_ids():
-            known = ", ".join(config.account_ids())
+        is_account_path = parts[0] == "channels" and parts[2:3] == ["accounts"] and len(parts) == 6
+        table = getattr(config.channels, channel) if channel in channels else None
+        flagged = table is not None and table.ACCOUNT_FLAGS
+        known_ids = table.account_ids() if table is not None else ()
+        if is_account_path and flagged and parts[3] not in known_ids:
+            known = ", ".join(known_ids)
             raise ConfigError(
                 RUNTIME_SOURCE, path, f"an account id configured in the file ({known})", "unknown"
             )

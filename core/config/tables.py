@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -211,6 +211,13 @@ class DiscordConfig(TomlTable):
     )
     accounts: dict[AccountId, AccountConfig] = Field(default_factory=dict)
 
+    ACCOUNT_FLAGS: ClassVar[bool] = True
+    """Each account may set the thread-binding flags for itself."""
+
+    def account_ids(self) -> tuple[str, ...]:
+        """The configured accounts; without any, the implicit ``default`` (DISCORD_TOKEN)."""
+        return tuple(self.accounts) or (DEFAULT_ACCOUNT_ID,)
+
     @field_validator("accounts", mode="before")
     @classmethod
     def _fill_token_env(cls, value: object) -> object:
@@ -302,6 +309,13 @@ class MatrixConfig(TomlTable):
         default_factory=ThreadBindingsLevel, alias="threadBindings"
     )
     accounts: dict[AccountId, MatrixAccountConfig] = Field(default_factory=dict)
+
+    ACCOUNT_FLAGS: ClassVar[bool] = False
+    """An account has no flag level of its own: an administrator overrides the channel's."""
+
+    def account_ids(self) -> tuple[str, ...]:
+        """The configured accounts (none is implicit: Matrix runs only when configured)."""
+        return tuple(self.accounts)
 
     @field_validator("accounts")
     @classmethod

@@ -368,6 +368,22 @@ class TestMatrixKeys:
         assert shortest_flag_key(config, matrix, channel="matrix") == "spawnSubagentSessions"
         assert not any(".discord." in p for p in overridable_paths(config, channel="matrix"))
 
+    def test_a_matrix_account_of_any_name_resolves_at_the_matrix_channel(
+        self, tmp_path: Path
+    ) -> None:
+        """A Matrix account is known by its own table, not Discord's account list: one
+        named "home" resolves its flags (at the Matrix channel's level, it has none of its
+        own) where it used to be refused as "no such account"."""
+        text = TWO_ACCOUNTS + (
+            "\n[channels.matrix.threadBindings]\nspawnSubagentSessions = true\n"
+            '\n[channels.matrix.accounts.home]\nhomeserver = "https://matrix.example.org"\n'
+            'user_id = "@tb:example.org"\naccess_token_env = "MX_TOKEN"\n'
+        )
+        config = load_text(tmp_path, text, env={"MX_TOKEN": "syt_abc"})
+        value = resolve_flag(config, "spawnSubagentSessions", channel="matrix", account_id="home")
+        assert value.value is True
+        assert value.source == "channels.matrix.threadBindings.spawnSubagentSessions"
+
     def test_a_matrix_override_is_validated_like_discords(self, tmp_path: Path):
         config = load_text(tmp_path, TWO_ACCOUNTS)
         assert validate_override(config, "channels.matrix.threadBindings.idleHours", "3") == 3.0
