@@ -108,13 +108,15 @@ async def services_bot(
     agent_settings: Mapping[str, Any] | None = None,
     user: MatrixUser | None = None,
     account_settings: Mapping[str, Any] | None = None,
+    agents: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
     model answers "ok" unless ``provider`` says otherwise. ``thread_bindings``: the
     ``[channels.matrix.threadBindings]`` flags; ``mcp_servers`` and ``agent_settings``:
     the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``: an earlier bot's
     account (its store in the same ``tmp_path``), as a restart would; ``account_settings``:
-    more keys of its ``[channels.matrix.accounts.default]`` table."""
+    more keys of its ``[channels.matrix.accounts.default]`` table; ``agents``: the
+    config's ``[agents]`` profiles (a persona's name, its tools)."""
     user = user or synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
@@ -133,6 +135,7 @@ async def services_bot(
             },
             "mcp_servers": dict(mcp_servers or {}),
             "agent": dict(agent_settings or {}),
+            "agents": dict(agents or {}),
         },
         config_path=tmp_path / "config.toml",
         env={TOKEN_ENV: user.access_token},

@@ -19,7 +19,8 @@ from tests.matrix.conftest import synapse
 from tests.matrix.synapse import Synapse
 from tests.scenarios.discord import DiscordPlatform
 from tests.scenarios.discord_processes import DiscordProcesses
-from tests.scenarios.matrix import MatrixPlatform, MatrixProcess
+from tests.scenarios.matrix import MatrixPlatform
+from tests.scenarios.matrix_processes import MatrixProcess
 from tests.scenarios.platform import Crashable, Missing, Model, Platform
 
 __all__ = ["clients", "crashable", "fake", "on_both", "platform", "start_bot", "synapse", "world"]
@@ -76,5 +77,6 @@ async def discord_crashable(tmp_path: Path) -> AsyncIterator[DiscordProcesses]:
 
 
 @pytest.fixture
-def matrix_crashable() -> MatrixProcess:
-    return MatrixProcess(Model())
+async def matrix_crashable(synapse: Synapse, tmp_path: Path) -> AsyncIterator[MatrixProcess]:
+    async with MatrixProcess.running(synapse, tmp_path, Model()) as matrix:
+        yield matrix

@@ -6,7 +6,8 @@ back what the bot showed them, as their client renders it. Each platform's drive
 (``discord.py`` over the fake Discord, ``matrix.py`` over a real Synapse) turns
 those steps into what a person there does. A scenario that kills the bot asks for a
 :class:`Crashable` platform instead, whose bot is a ``python -m bot`` process
-(``discord_processes.py``), since only a process can be killed for real.
+(``discord_processes.py``, ``matrix_processes.py``), since only a process can be
+killed for real.
 
 A step a driver cannot take because the product cannot do it there yet raises
 :class:`Missing`, naming what is missing; the scenario is marked

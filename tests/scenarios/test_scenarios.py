@@ -26,12 +26,6 @@ from tests.scenarios.platform import (
 STORY = "The web tier is fine; the database answers slowly under load. Look at its indexes."
 LONG = "a long job"
 WORKING = "Working through the long job, step by step, and then some more."
-NO_SPAWN = "Matrix has no !agents spawn yet"
-NO_CANCEL = "Matrix has no !cancel yet"
-NO_APPROVALS = "Matrix approvals by reaction are not there yet"
-NO_SCHEDULE = "Matrix has no !schedule yet"
-NO_PROCESS = "python -m bot does not run a Matrix account yet"
-NO_MARKS = "the Matrix account's inbox does not mark messages (🧭, 📥) in the services yet"
 
 
 def said_by_agent(shown: list[Shown]) -> list[str]:
@@ -56,7 +50,7 @@ def shows(text: str) -> Callable[[list[Shown]], bool]:
     return lambda shown: text in said_by_agent(shown)
 
 
-@on_both(matrix_missing=NO_SPAWN)
+@on_both()
 async def test_a_spawned_task_streams_under_the_persona_and_is_announced_once(
     platform: Platform,
 ) -> None:
@@ -78,7 +72,7 @@ async def test_a_spawned_task_streams_under_the_persona_and_is_announced_once(
     assert PERSONA in announcement
 
 
-@on_both(matrix_missing=NO_MARKS)
+@on_both()
 async def test_a_message_mid_turn_steers_and_a_double_arrow_waits_for_the_turn(
     platform: Platform,
 ) -> None:
@@ -110,7 +104,7 @@ async def test_a_message_mid_turn_steers_and_a_double_arrow_waits_for_the_turn(
     assert spoken[-1] == "answer to then list sources"
 
 
-@on_both(matrix_missing=NO_CANCEL)
+@on_both()
 async def test_cancel_stops_the_answer_where_it_was_and_the_thread_goes_on(
     platform: Platform,
 ) -> None:
@@ -142,7 +136,7 @@ def checks_the_time(ask: Ask) -> Reply:
     return answer_to(ask)
 
 
-@on_both(matrix_missing=NO_APPROVALS)
+@on_both()
 async def test_an_approval_allowed_by_the_owner_runs_the_tool(platform: Platform) -> None:
     await platform.start(checks_the_time, approvals=True)
     thread = await platform.session_thread("greet")
@@ -155,7 +149,7 @@ async def test_an_approval_allowed_by_the_owner_runs_the_tool(platform: Platform
     assert said_by_agent(await platform.read(thread))[-1].startswith("the tool said: ")
 
 
-@on_both(matrix_missing=NO_APPROVALS)
+@on_both()
 async def test_an_approval_is_refused_to_a_non_owner_and_denied_by_the_owner(
     platform: Platform,
 ) -> None:
@@ -199,7 +193,7 @@ async def test_a_message_written_while_the_bot_is_down_is_read_back_once(
     assert spoken[-1] == "answer to and now?"
 
 
-@on_both(matrix_missing=NO_SCHEDULE)
+@on_both()
 async def test_a_scheduled_run_happens_in_the_bound_thread_once(platform: Platform) -> None:
     """Scheduled in the thread for 20 minutes on: nothing at 19, the task's turn at 20,
     nothing again after."""
@@ -222,7 +216,7 @@ async def test_a_scheduled_run_happens_in_the_bound_thread_once(platform: Platfo
     assert said.count("answer to summarise the overnight issues") == 1
 
 
-@on_both(matrix_missing=NO_PROCESS, fixture="crashable")
+@on_both(fixture="crashable")
 async def test_kill_9_mid_stream_then_restart_loses_nothing_and_repeats_nothing(
     crashable: Crashable,
 ) -> None:
