@@ -36,6 +36,7 @@ from core.bindings.records import SessionBindingRecord
 from core.events import AgentStarted, BindingEnded, BindingStarted, BindingUpdated, DomainEvent
 from core.logging import get_logger
 from core.services import ChannelAccount, Services
+from core.thread_notices import notice_for, tell_thread
 
 __all__ = ["DEFAULT_PERSONA", "AccountRuntime", "persona_of"]
 
@@ -108,33 +109,15 @@ class AccountRuntime:
         """A thread of this account bound: its intro; let go: its farewell. Returned to
         the stream, so the binding service's bind and unbind wait for them (a spawn's
         reply says the thread is introduced; a clean stop waits for farewells)."""
-        match event:
-            case BindingStarted(record=record) if self._mine(record):
-                return self._said("intro", record, self.manager.say_hello(record))
-            case BindingEnded(record=record, reason=reason) if self._mine(record):
-                return self._said("farewell", record, self.manager.say_goodbye(record, reason))
-            case _:
-                return None
+        notice = notice_for(event)
+        if notice is None or not self._mine(notice[1]):
+            return None
+        step, record, text = notice
+        return tell_thread(step, record, text, self.manager.say)
 
     def _mine(self, record: SessionBindingRecord) -> bool:
         conversation = record.conversation
         return conversation.channel == "discord" and conversation.account_id == self.account_id
-
-    async def _said(
-        self, what: str, record: SessionBindingRecord, saying: Coroutine[Any, Any, None]
-    ) -> None:
-        """A thread's notice; its failure is logged and never undoes the binding's change."""
-        try:
-            await saying
-        except Exception:
-            _log.warning(
-                "binding.adapter_failed",
-                step=what,
-                binding_id=record.binding_id,
-                channel=record.conversation.channel,
-                account=record.conversation.account_id,
-                exc_info=True,
-            )
 
     def on_event(self, event: DomainEvent) -> None:
         """What the services tell this account (its client subscribes it, once)."""

@@ -24,7 +24,6 @@ import discord
 
 from adapters.discord.errors import discord_said
 from adapters.discord.ids import CHANNEL, conversation_for, snowflake
-from core.bindings.notices import farewell, intro
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.errors import BindingError
 from core.logging import get_logger
@@ -130,18 +129,8 @@ class ThreadBindingManager:
 
     # -- what a bound thread is told ---------------------------------------------
 
-    async def say_hello(self, record: SessionBindingRecord) -> None:
-        """The intro of a thread just bound: who works there and how to talk to it."""
-        name = record.meta.persona.name or record.target_session_key
-        await self._say(record, intro(record, name))
-
-    async def say_goodbye(self, record: SessionBindingRecord, reason: str) -> None:
-        """The farewell of a thread let go, with the reason (none in a deleted thread)."""
-        if reason == "thread-deleted":
-            return  # nowhere to say it
-        await self._say(record, farewell(record, reason))
-
-    async def _say(self, record: SessionBindingRecord, text: str) -> None:
+    async def say(self, record: SessionBindingRecord, text: str) -> None:
+        """The bot itself, in the bound thread (a binding's intro or farewell)."""
         thread = await self.fetch_channel(record.conversation.conversation_id)
         await thread.send(text, allowed_mentions=discord.AllowedMentions.none())
 

@@ -38,20 +38,17 @@ from adapters.matrix.schedules import MatrixSchedules
 from adapters.matrix.sending import MatrixSender
 from adapters.matrix.threads import MatrixThreads
 from adapters.matrix.transcript import MatrixTranscriptSink
-from core.bindings.notices import farewell, intro
 from core.bindings.records import ConversationRef, SessionBindingRecord
 from core.clock import Clock
-from core.events import BindingEnded, BindingStarted, DomainEvent
+from core.events import DomainEvent
 from core.logging import get_logger
 from core.services import ChannelAccount, Services
+from core.thread_notices import notice_for, tell_thread
 from core.usecases import UseCases
 
 __all__ = ["MatrixAccount"]
 
 _log = get_logger("adapters.matrix")
-
-NO_FAREWELL = frozenset({"thread-deleted"})
-"""Ends after which the thread is not there to be told."""
 
 
 class MatrixAccount:
@@ -173,34 +170,18 @@ class MatrixAccount:
         let go: its farewell. Returned to the stream, so the binding service's bind and
         unbind wait for them."""
         self.presenters.on_event(event)
-        match event:
-            case BindingStarted(record=record) if self._mine(record):
-                name = record.meta.persona.name or record.target_session_key
-                return self._said("intro", record, intro(record, name))
-            case BindingEnded(record=record, reason=reason) if (
-                self._mine(record) and reason not in NO_FAREWELL
-            ):
-                return self._said("farewell", record, farewell(record, reason))
-            case _:
-                return None
+        notice = notice_for(event)
+        if notice is None or not self._mine(notice[1]):
+            return None
+        step, record, text = notice
+        return tell_thread(step, record, text, self._say_in)
 
     def _mine(self, record: SessionBindingRecord) -> bool:
         conversation = record.conversation
         return conversation.channel == CHANNEL and conversation.account_id == self.account_id
 
-    async def _said(self, what: str, record: SessionBindingRecord, text: str) -> None:
-        """A thread's notice; its failure is logged and never undoes the binding's change."""
-        try:
-            await self._say(record.conversation, text)
-        except Exception:
-            _log.warning(
-                "binding.adapter_failed",
-                step=what,
-                binding_id=record.binding_id,
-                channel=record.conversation.channel,
-                account=record.conversation.account_id,
-                exc_info=True,
-            )
+    async def _say_in(self, record: SessionBindingRecord, text: str) -> None:
+        await self._say(record.conversation, text)
 
     async def _say(self, conversation: ConversationRef, text: str) -> None:
         """The bot itself, speaking about the binding, in the thread (an ``m.notice``)."""
