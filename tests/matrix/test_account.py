@@ -132,6 +132,40 @@ class TestSpawn:
         assert order.index(answers[0]["event_id"]) < order.index(announced[0]["event_id"])
 
 
+class TestReplySpawn:
+    async def test_with_threads_off_the_answer_is_posted_in_the_room_once(
+        self, synapse: Synapse, tmp_path: Path, person: Client
+    ) -> None:
+        """spawnSubagentSessions off (the default): a spawn is a reply; no thread is
+        opened, and the answer alone is posted in the room where it was asked, once."""
+        provider = ScriptedProvider(lambda _messages: Step(text=ANSWER))
+        async with services_bot(synapse, tmp_path, provider=provider) as bot:
+            room_id = await room_with(bot, person)
+            async with bot.running() as watched:
+                await watched.wait_batches(1)
+                request = bot.services.subagents.request_for(
+                    room_of("default", room_id),
+                    task="check the service",
+                    agent=None,
+                    mode="run",
+                    requested_by=str(person.mxid),
+                    scope=room_id,
+                )
+                assert not request.thread
+                spawned = await bot.services.subagents.spawn(request)
+                assert spawned.binding is None
+                await bot.services.subagents.wait_settled()
+                events = await bot_events_until(
+                    person, room_id, bot, lambda found: any(ANSWER in body(e) for e in found)
+                )
+                await bot.services.subagents.wait_settled()  # the outbox has nothing left
+                events = await bot_events_until(person, room_id, bot, bool)
+        answers = [e for e in events if ANSWER in body(e)]
+        assert len(answers) == 1
+        assert "m.thread" not in str(relation(answers[0]))
+        assert not any(body(e).startswith("🧵") for e in events)
+
+
 class TestOffline:
     async def test_messages_written_while_down_are_said_once_then_go_to_the_agent(
         self, synapse: Synapse, tmp_path: Path, person: Client
