@@ -156,9 +156,26 @@ class ThreadPresenter:
             self._then(later())
 
     def _cut_off(self, why: str) -> None:
-        """Mark where the open message's words stopped, so they do not read as finished."""
-        if self._stream is not None and self._stream.text.strip():
-            self._append("\n\n" + shown.CUT_OFF.format(why=why))
+        """Mark where the open message's words stopped, so they do not read as finished.
+        Words still waiting for an earlier message to land (a prompt's edit) are not in
+        the stream yet: the mark waits behind them, else it would find none to mark."""
+        stream = self._stream
+        if stream is None:
+            return
+        mark = "\n\n" + shown.CUT_OFF.format(why=why)
+
+        def mark_it() -> None:
+            if stream.text.strip():
+                stream.append(mark)
+
+        if self._chain is None or self._chain.done():
+            mark_it()
+        else:
+
+            async def later() -> None:
+                mark_it()
+
+            self._then(later())
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

@@ -23,7 +23,8 @@ Words it reacts to (the last prompt's text):
 - ``ask``: a tool call that asks for permission with three options (allow once,
   allow always, reject); it says which option it got, or that it was cancelled;
   with ``abort`` too, a reject (or a request answered ``cancelled``) stops the prompt as
-  ``cancelled`` (as Codex does);
+  ``cancelled`` (as Codex does); with ``grumble`` as well, it says a few words first (words
+  the reject cut off);
 - ``diff``: an edit whose content is a long diff;
 - ``plan``: a plan of two entries, updated once;
 - ``slow``: one chunk, then waits until ``session/cancel`` and stops as cancelled;
@@ -149,7 +150,10 @@ class Scripted(Agent):
         if "ask" in text:
             answer = await self._ask(session_id)
             if answer in ("chosen: no", "permission cancelled") and "abort" in text:
-                return await self._done(session_id, text, "", "cancelled")
+                said = "Then I leave build/ as it is, but " if "grumble" in text else ""
+                if said:
+                    await say(said)
+                return await self._done(session_id, text, said, "cancelled")
         if "refuse" in text:
             await say("I will not.")
             return await self._done(session_id, text, "I will not.", "refusal")

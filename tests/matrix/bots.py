@@ -109,6 +109,7 @@ async def services_bot(
     user: MatrixUser | None = None,
     account_settings: Mapping[str, Any] | None = None,
     agents: Mapping[str, Any] | None = None,
+    acp_agents: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Bot]:
     """A bot account of its own over the real services (a store in ``tmp_path``); its
     model answers "ok" unless ``provider`` says otherwise. ``thread_bindings``: the
@@ -116,7 +117,8 @@ async def services_bot(
     the config's ``[mcp_servers]`` and ``[agent]`` tables; ``user``: an earlier bot's
     account (its store in the same ``tmp_path``), as a restart would; ``account_settings``:
     more keys of its ``[channels.matrix.accounts.default]`` table; ``agents``: the
-    config's ``[agents]`` profiles (a persona's name, its tools)."""
+    config's ``[agents]`` profiles (a persona's name, its tools, an external agent);
+    ``acp_agents``: the ``[acp_agents]`` a profile's ``acp`` names."""
     user = user or synapse.register(f"tb-services-bot-{next(_people)}")
     account = {
         "homeserver": synapse.base_url,
@@ -136,6 +138,7 @@ async def services_bot(
             "mcp_servers": dict(mcp_servers or {}),
             "agent": dict(agent_settings or {}),
             "agents": dict(agents or {}),
+            "acp_agents": dict(acp_agents or {}),
         },
         config_path=tmp_path / "config.toml",
         env={TOKEN_ENV: user.access_token},
