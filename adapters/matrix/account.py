@@ -121,7 +121,9 @@ class MatrixAccount:
                 adapter=self.threads,
                 inbox=self.inbox,
                 completions=self.completions,
-                transcript=MatrixTranscriptSink(client, self.sender, self.completions),
+                transcript=MatrixTranscriptSink(
+                    client, self.sender, self.completions, voices=self.voices
+                ),
                 schedules=MatrixSchedules(client, self.sender, self.completions),
                 on_event=self.on_event,
             )

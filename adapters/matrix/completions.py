@@ -131,13 +131,16 @@ class MatrixCompletionSink:
                 return Posted(str(event["event_id"]), "bot")
         return None
 
-    async def own_messages(self, room_id: str) -> list[Mapping[str, Any]]:
-        """The bot's recent messages in the room, newest first.
+    async def own_messages(
+        self, room_id: str, *, sender: str | None = None
+    ) -> list[Mapping[str, Any]]:
+        """The bot's recent messages in the room (``sender``'s: one of its personas'),
+        newest first, as the bot reads the room.
 
         Raises:
             DeliveryError: the homeserver would not let the room be read.
         """
-        me = str(self._client.mxid)
+        me = sender or str(self._client.mxid)
         filter_json = json.dumps({"senders": [me], "types": ["m.room.message"]})
         try:
             page = await self._client.api.request(

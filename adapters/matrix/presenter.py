@@ -8,6 +8,14 @@ new message below it. Listeners are synchronous: closing runs in a chain of task
 presenter owns, and the next message's words wait for it, so messages keep their order.
 A delivery failure is logged, never raised into the agent.
 
+Each message's final text is recorded in the transcript as owed before it is sent
+(:meth:`core.transcript.Transcript.owe`: its text, the size of its parts, the events
+its parts are in) and marked shown once the thread shows it: a process killed
+between the two leaves the record, and the next one finishes the message from it
+(:class:`~adapters.matrix.transcript.MatrixTranscriptSink`), once. The record's key is
+the stream's: the root of its transaction ids, which the sink reuses to post a part
+whose post was under way, so the homeserver hands back that event, not a second one.
+
 :class:`MatrixPresenters` decides, for one account, which agent is shown in which
 thread: an agent built for a session bound here, or a thread bound while its session's
 agent is in memory, gets a presenter; an ended binding's presenter stops.
@@ -16,6 +24,7 @@ agent is in memory, gets a presenter; an ended binding's presenter stops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mimetypes
 import uuid
 from collections.abc import Callable, Coroutine
@@ -28,6 +37,7 @@ from adapters.matrix.ids import CHANNEL
 from adapters.matrix.personas import PersonaVoices
 from adapters.matrix.sending import EventSender, MatrixSender
 from adapters.matrix.streaming import MatrixStream
+from adapters.matrix.transcript import owed_content
 from core.agent import shown
 from core.agent.agent import Agent
 from core.agent.events import (
@@ -36,6 +46,7 @@ from core.agent.events import (
     ApprovalResolved,
     FileShown,
     TextDelta,
+    TurnStarted,
 )
 from core.bindings.records import SessionBindingRecord
 from core.clock import Clock
@@ -43,6 +54,7 @@ from core.errors import DeliveryError
 from core.events import AgentStarted, BindingEnded, BindingStarted, BindingUpdated, DomainEvent
 from core.logging import get_logger
 from core.services import Services
+from core.transcript import SentPart, ThreadMessage, Transcript
 
 __all__ = ["MatrixPresenters", "ThreadPresenter"]
 
@@ -61,9 +73,12 @@ class ThreadPresenter:
         min_edit_interval: float = 1.0,
         approvals: MatrixApprovals | None = None,
         voices: PersonaVoices | None = None,
+        transcript: Transcript | None = None,
     ) -> None:
         """``approvals``: where the agent's approval requests are asked (none: not shown);
-        ``voices``: who speaks for the persona (none: the bot, under the persona's name)."""
+        ``voices``: who speaks for the persona (none: the bot, under the persona's name);
+        ``transcript``: where each message is recorded as owed until it shows (none: not
+        recorded, a message cut by a dead process stays cut)."""
         room_id = record.conversation.parent_conversation_id
         if not room_id:
             raise ValueError("a Matrix thread's binding names its room as the parent")
@@ -75,12 +90,19 @@ class ThreadPresenter:
         self._clock = clock
         self._interval = min_edit_interval
         self._approvals = approvals
+        self._transcript = transcript
         self._speaker: tuple[EventSender, str | None] = (
             voices.sender_for(record.meta.persona, room_id)
             if voices is not None
             else (sender, self._name)
         )
+        self._path = "bot" if self._speaker[1] is not None else "persona"
+        """How the parts are sent, for the record: by the bot under the persona's name,
+        or by the persona's own user."""
         self._stream: MatrixStream | None = None
+        self._keys: dict[MatrixStream, tuple[str, str | None]] = {}
+        """Each open or landing message's record key, and the turn it belongs to."""
+        self._turn_id: str | None = None
         self._chain: asyncio.Future[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -105,6 +127,8 @@ class ThreadPresenter:
         ends it (:func:`core.agent.shown.closes_message`) lands it whole, marked where a
         cancel, a reject or a steer cut it off; the bot's notices and the agent's files
         come below it, in order."""
+        if isinstance(event, TurnStarted):
+            self._turn_id = event.turn_id
         if isinstance(event, TextDelta):
             self._append(event.text)
             return
@@ -136,15 +160,17 @@ class ThreadPresenter:
     def _append(self, text: str) -> None:
         if self._stream is None:
             speaker, name = self._speaker
+            key = uuid.uuid4().hex
             self._stream = MatrixStream(
                 speaker,
                 self._room_id,
                 self._root,
-                key=f"{self._record.binding_id}:{uuid.uuid4().hex}",
+                key=key,
                 name=name,
                 clock=self._clock,
                 min_interval=self._interval,
             )
+            self._keys[self._stream] = (key, self._turn_id)
         stream = self._stream
         if self._chain is None or self._chain.done():
             stream.append(text)
@@ -183,6 +209,34 @@ class ThreadPresenter:
             self._then(self._land(stream))
 
     async def _land(self, stream: MatrixStream) -> None:
+        """Land the message's final text, recorded first as owed to the thread and marked
+        shown once it is. Trouble with the store never keeps the words from the thread:
+        it is logged, and the text is sent anyway."""
+        key, turn_id = self._keys.pop(stream)
+        transcript = self._transcript
+        if transcript is None or stream.shown:  # nothing owed: it shows it all already
+            await self._close(stream)
+            return
+        owed = self._message(key, turn_id, stream)
+        transcript.hold(key)  # a settle meanwhile leaves it to this presenter
+        try:
+            try:
+                await transcript.owe(owed)
+            except Exception:
+                _log.warning(
+                    "transcript.owe_failed", binding_id=self._record.binding_id, exc_info=True
+                )
+            await self._close(stream)
+            shown = self._message(key, turn_id, stream)
+            if stream.failure is None:
+                transcript.shown(shown)
+            elif shown.sent != owed.sent:  # where its parts are now, for whoever finishes it
+                with contextlib.suppress(Exception):
+                    await transcript.owe(shown)
+        finally:
+            transcript.release(key)
+
+    async def _close(self, stream: MatrixStream) -> None:
         await stream.close()
         if stream.failure is not None:
             _log.warning(
@@ -191,6 +245,18 @@ class ThreadPresenter:
                 room_id=self._room_id,
                 error=str(stream.failure),
             )
+
+    def _message(self, key: str, turn_id: str | None, stream: MatrixStream) -> ThreadMessage:
+        """The message as the transcript records it: what
+        :class:`~adapters.matrix.transcript.MatrixTranscriptSink` finishes it from."""
+        return ThreadMessage(
+            key=key,
+            binding_id=self._record.binding_id,
+            session_key=self._record.target_session_key,
+            turn_id=turn_id,
+            content=owed_content(stream.text, limit=stream.part_limit),
+            sent=tuple(SentPart(event_id, self._path) for event_id in stream.event_ids),
+        )
 
     async def _ask(self, approvals: MatrixApprovals, event: ApprovalRequested) -> None:
         try:
@@ -342,6 +408,7 @@ class MatrixPresenters:
             min_edit_interval=self._interval,
             approvals=self._approvals,
             voices=self._voices,
+            transcript=self._services.transcript,
         )
         presenter.attach(agent)
         self._shown[record.binding_id] = (agent, presenter)
