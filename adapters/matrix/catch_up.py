@@ -66,8 +66,9 @@ class OfflineNotices:
         self.active = True
 
     def received(self, message: InboxMessage, outcome: Outcome) -> None:
-        """The inbox's answer for one message of the batch: new ones wait, and count."""
-        if self.active and outcome.kind == "held":
+        """The inbox's answer for one message of the batch: new ones wait, and count (one
+        a stopped process recorded but had not handed over waits too, but is no news)."""
+        if self.active and outcome.kind == "held" and not outcome.recorded_before:
             self._received.setdefault(message.conversation.key, []).append(message)
 
     async def finish(self) -> None:

@@ -99,7 +99,9 @@ class Outcome:
     - ``delivered``: in the session's log (``mode`` says how; ``started``: it
       started a turn); ``refused`` lists files that did not reach the model.
     - ``empty``: nothing of it could reach the model (only refused files).
-    - ``held``: recorded, waiting for the conversation's catch-up to finish.
+    - ``held``: recorded, waiting for the conversation's catch-up to finish
+      (``recorded_before``: a previous process had recorded it already, so it is not
+      news of the downtime).
     - ``busy``: another live bot process runs the session; it stays queued.
     - ``failed``: handing it over failed (``reason``); it stays queued.
       ``tell`` is set on the first failure only: the author is told once.
@@ -113,3 +115,4 @@ class Outcome:
     reason: str | None = None
     tell: bool = False
     refused: tuple[Refused, ...] = field(default=())
+    recorded_before: bool = False

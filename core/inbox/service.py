@@ -128,7 +128,9 @@ class Inbox:
         finally:
             if self._waiting.get(message.item_id) is waiting:
                 del self._waiting[message.item_id]
-        return waiting.result() if waiting.done() else Outcome("held")
+        if waiting.done():
+            return waiting.result()
+        return Outcome("held", recorded_before=known == "pending")
 
     async def record(self, messages: Sequence[InboxMessage]) -> list[InboxMessage]:
         """Record without handing over (a catch-up's reading), in one write; returns the

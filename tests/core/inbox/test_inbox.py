@@ -266,6 +266,23 @@ class TestHolding:
         texts = [text for text, _ in await w.said()]
         assert texts == ["written while down", "also while down", "written after the restart"]
 
+    async def test_a_message_a_stopped_process_recorded_is_held_but_no_news(
+        self, database: Database, tmp_path: Path
+    ) -> None:
+        """Handed again by the chat while held (a stop cut it off before it was handed
+        over), a message recorded before waits like a new one, but is marked as recorded
+        before: a catch-up's "while the bot was offline" count leaves it out."""
+        w = await world(database, tmp_path, answer)
+        await w.inbox.record([message(7, "recorded, never handed over")])
+        w.inbox.hold([THREAD])
+        again = await w.inbox.receive(message(7, "recorded, never handed over"))
+        new = await w.inbox.receive(message(8, "written while down"))
+        assert (again.kind, again.recorded_before) == ("held", True)
+        assert (new.kind, new.recorded_before) == ("held", False)
+        await w.inbox.release(THREAD)
+        texts = [text for text, _ in await w.said()]
+        assert texts == ["recorded, never handed over", "written while down"]
+
     async def test_a_held_conversations_cursor_stands_still(
         self, database: Database, tmp_path: Path
     ) -> None:
