@@ -259,6 +259,33 @@ class MatrixApprovals:
         await self._sender.send(
             room_id, content, txn=txn_id("approval-end", event.request_id, event.decision)
         )
+        await self._take_back_choices(room_id, prompt.event_id)
+
+    async def _take_back_choices(self, room_id: str, prompt_id: str) -> None:
+        """The bot's own choice reactions go once the request has ended (as Discord's
+        buttons do): what is left on the prompt is what people did. A reaction that
+        cannot be taken back stays (logged); a later one still gets "Already decided"."""
+        try:
+            page = await self._client.api.request(
+                Method.GET,
+                Path.v1.rooms[RoomID(room_id)].relations[EventID(prompt_id)]["m.annotation"],
+                query_params={"limit": "50"},
+            )
+        except MATRIX_FAILURES as exc:
+            _log.warning("approval.choices_kept", event_id=prompt_id, error=matrix_said(exc))
+            return
+        mine = [
+            str(e["event_id"])
+            for e in page.get("chunk") or ()
+            if e.get("sender") == self._client.mxid and e.get("type") == "m.reaction"
+        ]
+        for event_id in mine:
+            try:
+                await self._sender.redact(
+                    room_id, event_id, txn=txn_id("approval-unreact", event_id)
+                )
+            except DeliveryError as exc:
+                _log.warning("approval.choices_kept", event_id=event_id, error=str(exc))
 
     def _prompt_content(
         self, agent: str, event: ApprovalRequested, offered: list[tuple[str, str, str]]
@@ -478,15 +505,11 @@ class MatrixApprovals:
     async def _remove(self, room_id: str, event_id: str) -> bool:
         """Redact a reaction that decides nothing; False when the bot may not."""
         try:
-            await self._client.api.request(
-                Method.PUT,
-                Path.v3.rooms[RoomID(room_id)].redact[EventID(event_id)][
-                    txn_id("approval-remove", event_id)
-                ],
-                {"reason": NOT_OWNER},
+            await self._sender.redact(
+                room_id, event_id, txn=txn_id("approval-remove", event_id), reason=NOT_OWNER
             )
-        except MATRIX_FAILURES as exc:
-            _log.warning("approval.unremoved", event_id=event_id, error=matrix_said(exc))
+        except DeliveryError as exc:
+            _log.warning("approval.unremoved", event_id=event_id, error=str(exc))
             return False
         return True
 

@@ -86,6 +86,24 @@ class MatrixSender:
         """
         kind = event_type or "m.room.message"
         url = self._client.api.base_url / "_matrix/client/v3/rooms" / room_id / "send" / kind / txn
+        return await self._until_taken(room_id, url, content)
+
+    async def redact(
+        self, room_id: str, event_id: str, /, *, txn: str, reason: str | None = None
+    ) -> str:
+        """Redact ``event_id`` (its content removed for everyone), paced and retried as a
+        send is; returns the redaction's event id.
+
+        Raises:
+            DeliveryError: as :meth:`send` (a 403: the account may not redact it).
+        """
+        base = self._client.api.base_url / "_matrix/client/v3/rooms" / room_id
+        url = base / "redact" / event_id / txn
+        return await self._until_taken(room_id, url, {"reason": reason} if reason else {})
+
+    async def _until_taken(self, room_id: str, url: Any, content: Mapping[str, Any]) -> str:
+        """PUT ``content`` at ``url`` until the homeserver takes it (rate limits waited
+        out, 5xx and dropped connections retried with the same transaction id)."""
         failures = waits = 0
         backoff = self._first_backoff
         while True:

@@ -159,6 +159,7 @@ class TestAnExternalAgentsPermission:
                 lambda found: (
                     edits_of(found, prompt["event_id"])
                     and ended(found, bot, waiting.root, "chosen: once")
+                    and not reactions_on(found, prompt["event_id"], bot.user.user_id)
                 ),
             )
             agent = await bot.services.runtime.get(waiting.key)
@@ -172,7 +173,9 @@ class TestAnExternalAgentsPermission:
             waiting.root,
         )
         assert prompt["content"]["m.mentions"] == {}
-        assert reactions_on(events, prompt["event_id"], bot.user.user_id) == ["✅", "♾️", "❌"]
+        # the bot's three choices (seen by ``asking``) are taken back once decided
+        assert reactions_on(events, prompt["event_id"], bot.user.user_id) == []
+        assert reactions_on(events, prompt["event_id"], owner.mxid) == ["✅"]
         name = name_of(owner)
         (edit,) = edits_of(events, prompt["event_id"])
         assert edit == f"🔐 `delete build/`: ✅ “Allow once”, chosen by {name}"

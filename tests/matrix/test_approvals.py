@@ -193,7 +193,8 @@ class TestApprovals:
         self, synapse: Synapse, tmp_path: Path, owner: Client, other: Client
     ) -> None:
         """The prompt lists the choices with their emoji, in the thread, the bot's three
-        reactions under it; the owner's ✅ runs the call and the prompt says who allowed it."""
+        reactions under it; the owner's ✅ runs the call, the prompt says who allowed it and
+        the bot's reactions are taken back."""
         async with waiting_for_approval(synapse, tmp_path, owner, other) as waiting:
             bot, prompt = waiting.bot, waiting.prompt
             assert tool_result(bot, "t1") is None
@@ -204,6 +205,7 @@ class TestApprovals:
                 lambda found: (
                     edits_of(found, prompt["event_id"])
                     and any("All done." in (e["content"].get("body") or "") for e in found)
+                    and not reactions_on(found, prompt["event_id"], bot.user.user_id)
                 ),
             )
             result = tool_result(bot, "t1")
@@ -216,7 +218,10 @@ class TestApprovals:
         assert relation(prompt)["rel_type"] == "m.thread"
         assert relation(prompt)["event_id"] == waiting.root
         assert prompt["content"]["m.mentions"] == {}
-        assert reactions_on(events, prompt["event_id"], bot.user.user_id) == ["✅", "♾️", "❌"]
+        # the bot's choices were there to press (waiting_for_approval saw all three) and
+        # are taken back once decided, as Discord's buttons go; the owner's press stays
+        assert reactions_on(events, prompt["event_id"], bot.user.user_id) == []
+        assert reactions_on(events, prompt["event_id"], owner.mxid) == ["✅"]
         name = owner.mxid.split(":")[0].removeprefix("@")
         (edit,) = edits_of(events, prompt["event_id"])
         assert edit == f"🔐 `toolbox__echo` (text: ping from the thread): ✅ allowed by {name}"
