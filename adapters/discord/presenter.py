@@ -521,23 +521,12 @@ class ThreadPresenter:
                 self._records.pop(stream, None)
             return
         owed = self._message(record, stream, doc)
-        transcript.hold(record.key)
-        try:
-            try:
-                await transcript.owe(owed)
-            except Exception:
-                _log.warning(
-                    "transcript.owe_failed", binding_id=self._record.binding_id, exc_info=True
-                )
-            await (stream.revise(doc.render()) if revise else stream.close())
-            shown = self._message(record, stream, doc)
-            if stream.failure is None:
-                transcript.shown(shown)
-            elif shown.sent != owed.sent:  # where its parts are now, for whoever finishes it
-                with contextlib.suppress(Exception):
-                    await transcript.owe(shown)
-        finally:
-            transcript.release(record.key)
+        await transcript.land(
+            owed,
+            stream.revise(doc.render()) if revise else stream.close(),
+            lambda: self._message(record, stream, doc),
+            failed=lambda: stream.failure is not None,
+        )
         if not doc.open_calls:
             self._records.pop(stream, None)  # nothing in it changes any more
 

@@ -24,7 +24,6 @@ agent is in memory, gets a presenter; an ended binding's presenter stops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import mimetypes
 import uuid
 from collections.abc import Callable, Coroutine
@@ -218,23 +217,12 @@ class ThreadPresenter:
             await self._close(stream)
             return
         owed = self._message(key, turn_id, stream)
-        transcript.hold(key)  # a settle meanwhile leaves it to this presenter
-        try:
-            try:
-                await transcript.owe(owed)
-            except Exception:
-                _log.warning(
-                    "transcript.owe_failed", binding_id=self._record.binding_id, exc_info=True
-                )
-            await self._close(stream)
-            shown = self._message(key, turn_id, stream)
-            if stream.failure is None:
-                transcript.shown(shown)
-            elif shown.sent != owed.sent:  # where its parts are now, for whoever finishes it
-                with contextlib.suppress(Exception):
-                    await transcript.owe(shown)
-        finally:
-            transcript.release(key)
+        await transcript.land(
+            owed,
+            self._close(stream),
+            lambda: self._message(key, turn_id, stream),
+            failed=lambda: stream.failure is not None,
+        )
 
     async def _close(self, stream: MatrixStream) -> None:
         await stream.close()

@@ -17,8 +17,10 @@ presenter is still landing is *held* and left alone.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol
 
 from core.bindings.records import BindingEnded, SessionBindingRecord
@@ -141,6 +143,41 @@ class Transcript:
                 await self.flush()
             except Exception:
                 _log.warning("transcript.flush_failed", exc_info=True)
+
+    async def land(
+        self,
+        owed: ThreadMessage,
+        landing: Awaitable[object],
+        now_shown: Callable[[], ThreadMessage],
+        *,
+        failed: Callable[[], bool],
+    ) -> None:
+        """A presenter lands a message's final text itself: recorded first as ``owed``
+        (a process killed before the thread shows it leaves the record, and the next one
+        finishes the message from it), held so a settle meanwhile leaves it alone, then
+        marked shown once ``landing`` has shown it; when it failed, the record is kept
+        with wherever its parts are now (``now_shown``), for whoever finishes it.
+        Trouble with the store never keeps the words from the thread: it is logged, and
+        ``landing`` goes anyway."""
+        self.hold(owed.key)
+        try:
+            try:
+                await self.owe(owed)
+            except Exception:
+                _log.warning("transcript.owe_failed", binding_id=owed.binding_id, exc_info=True)
+            except BaseException:  # cancelled before landing: the words are not sent here
+                if inspect.iscoroutine(landing):
+                    landing.close()
+                raise
+            await landing
+            shown = now_shown()
+            if not failed():
+                self.shown(shown)
+            elif shown.sent != owed.sent:
+                with contextlib.suppress(Exception):
+                    await self.owe(shown)
+        finally:
+            self.release(owed.key)
 
     async def settle_before_announcing(self, binding_id: str) -> None:
         """Before a completion is announced in a thread: what it still owes of an answer
