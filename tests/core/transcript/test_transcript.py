@@ -6,7 +6,10 @@ made to show). Every test runs on SQLite (both drivers) and PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+
+import pytest
 
 from core.bindings.records import BindingEnded, SessionBindingRecord
 from core.bindings.service import SessionBindingService
@@ -196,3 +199,65 @@ class TestEndedThreads:
         other, sink, _ = await started(database, shards=ShardSet.of(2, [1]))
         assert await other.settle_owed() == 0
         assert sink.settled == []
+
+
+class TestLanding:
+    async def test_a_landed_message_is_shown_and_a_settle_meanwhile_leaves_it(
+        self, database: Database
+    ) -> None:
+        """While its presenter lands it, the message is owed but held: a settle in the
+        middle leaves it alone; once landed it is shown, and the next process finds
+        nothing owed."""
+        transcript, sink, record = await started(database)
+        owed = message(record, "l1")
+        settled_meanwhile: list[int] = []
+
+        async def landing() -> None:
+            settled_meanwhile.append(await transcript.settle_owed())
+
+        await transcript.land(owed, landing(), lambda: owed, failed=lambda: False)
+        await transcript.flush()
+        assert settled_meanwhile == [0]
+        assert sink.settled == []
+        second, _, _ = await started(database)
+        assert await second.settle_owed() == 0
+
+    async def test_a_failed_landing_stays_owed_with_where_its_parts_are_now(
+        self, database: Database
+    ) -> None:
+        transcript, _, record = await started(database)
+        owed = message(record, "l2")
+        now = owed.showing((*owed.sent, SentPart("502", "webhook")))
+
+        async def landing() -> None:
+            return None
+
+        await transcript.land(owed, landing(), lambda: now, failed=lambda: True)
+        second, sink, _ = await started(database)
+        assert await second.settle_owed() == 1
+        assert sink.settled == ["l2"]
+
+    async def test_cancelled_before_it_lands_nothing_is_left_unawaited(
+        self, database: Database
+    ) -> None:
+        """A stop that cancels the landing while the record is written closes the
+        landing it never ran (no coroutine left unawaited) and lets the hold go."""
+        transcript, _, record = await started(database)
+        ran: list[str] = []
+
+        async def landing() -> None:
+            ran.append("landed")
+
+        async def cancelled(_message: ThreadMessage) -> None:
+            raise asyncio.CancelledError
+
+        transcript.owe = cancelled  # type: ignore[method-assign]
+        work = landing()
+        owed = message(record, "l3")
+        with pytest.raises(asyncio.CancelledError):
+            await transcript.land(owed, work, lambda: owed, failed=lambda: False)
+        assert ran == []
+        assert work.cr_frame is None  # closed, not left to warn
+        del transcript.owe  # the store again
+        await transcript.owe(owed)
+        assert await transcript.settle_owed() == 1  # not held: the hold was let go
