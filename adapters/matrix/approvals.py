@@ -37,7 +37,7 @@ from mautrix.api import Method, Path
 from mautrix.client import Client
 from mautrix.types import EventID, RoomID
 
-from adapters.matrix.errors import MATRIX_FAILURES, matrix_said
+from adapters.matrix.errors import MATRIX_FAILURES, is_retryable, matrix_said
 from adapters.matrix.ids import CHANNEL, thread_of
 from adapters.matrix.permissions import NOT_OWNER, may_change
 from adapters.matrix.replies import reply_content, txn_id
@@ -485,6 +485,8 @@ class MatrixApprovals:
                 Method.GET, Path.v3.rooms[RoomID(room_id)].event[EventID(event_id)]
             )
         except MATRIX_FAILURES as exc:
+            if is_retryable(exc):  # the batch is read again: the person's choice is not lost
+                raise
             _log.info("approval.event_unread", event_id=event_id, error=matrix_said(exc))
             return None  # not remembered: a later reaction asks again
         prompt = self._prompt_of(room_id, event)

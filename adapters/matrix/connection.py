@@ -103,6 +103,7 @@ class MatrixConnection:
         woke it: the first sync of a process does not wait (timeout 0), so it is never
         that request and reads everything written since the position at once."""
         self._filter = json.dumps({"room": {"timeline": {"limit": timeline_limit}}})
+        self._batch_backoff = FIRST_BACKOFF
         self.handler = handler
         self._since: SyncToken | None = None
 
@@ -189,8 +190,23 @@ class MatrixConnection:
         await self._handle_rooms(rooms)
         next_batch = SyncToken(data["next_batch"])
         if self.handler is not None:
-            await self.handler.handle(rooms, since=self._since)
-            await self.handler.handled(next_batch)
+            try:
+                await self.handler.handle(rooms, since=self._since)
+                await self.handler.handled(next_batch)
+            except Exception:
+                # The store or a send failed mid-batch: the position stays, so the same
+                # batch is read again (what was recorded is known by its id and not acted
+                # on twice), and the account goes on rather than the bot stopping.
+                _log.error(
+                    "matrix.batch_failed",
+                    account=self.account_id,
+                    retry_in=self._batch_backoff,
+                    exc_info=True,
+                )
+                await asyncio.sleep(self._batch_backoff)
+                self._batch_backoff = min(self._batch_backoff * 2, MAX_BACKOFF)
+                return
+            self._batch_backoff = FIRST_BACKOFF
         self._since = next_batch
 
     def may_serve(self, room_id: str) -> bool:

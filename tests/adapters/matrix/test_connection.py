@@ -73,6 +73,38 @@ class TestRetrying:
             await connection._retrying("join", call)
         assert calls == 1
 
+    async def test_a_batch_whose_handling_fails_is_read_again_and_the_loop_goes_on(
+        self, connection: MatrixConnection
+    ) -> None:
+        """The store failing mid-batch stops neither the account nor the bot: the position
+        is not moved, the same batch is handed over again, then saved."""
+        handled: list[tuple[str | None, str]] = []
+        failures = [OSError("the store did not answer")]
+
+        class Handler:
+            async def resume_from(self) -> str | None:
+                return None
+
+            async def handle(self, rooms: object, /, *, since: str | None) -> None:
+                if failures:
+                    raise failures.pop(0)
+
+            async def handled(self, next_batch: str, /) -> None:
+                handled.append((connection._since, next_batch))
+
+        async def sync(**_options: object) -> dict[str, object]:
+            return {"next_batch": "s2", "rooms": {}}
+
+        connection.handler = Handler()
+        connection.client.sync = sync  # type: ignore[method-assign]
+        with capture_logs() as logs:
+            await connection.sync_once()
+            assert connection._since is None  # not moved past the failed batch
+            await connection.sync_once()
+        assert handled == [(None, "s2")]
+        assert connection._since == "s2"
+        assert [e["event"] for e in logs if e["log_level"] == "error"] == ["matrix.batch_failed"]
+
     def test_may_serve(self, connection: MatrixConnection) -> None:
         """Without rooms every room is served."""
         assert connection.may_serve("!any:example.org")
