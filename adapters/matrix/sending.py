@@ -108,6 +108,10 @@ class MatrixSender:
         backoff = self._first_backoff
         while True:
             await self._wait_turn()
+            if self._client.api.session.closed:  # the account has stopped: nothing to retry
+                raise DeliveryError(
+                    f"the Matrix client is closed; nothing more is sent to {room_id}", path="bot"
+                )
             try:
                 status, body, retry_after = await self._put(url, content)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:

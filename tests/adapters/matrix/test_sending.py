@@ -170,3 +170,14 @@ class TestRetries:
         with pytest.raises(DeliveryError, match="HTTP 500"):
             await ticking(homeserver.clock, send)
         assert [txn for txn, _ in homeserver.seen] == ["t"] * 5
+
+    async def test_a_send_after_the_client_closed_is_a_delivery_failure(
+        self, server: tuple[Homeserver, MatrixSender]
+    ) -> None:
+        """A stopping account's last words (a "bot is stopping" notice after its session
+        closed) end in a DeliveryError the presenter logs, not an unretrieved exception."""
+        homeserver, sender = server
+        await sender.client.api.session.close()
+        with pytest.raises(DeliveryError, match="client is closed"):
+            await sender.send("!r:example.org", {"body": "x"}, txn="t")
+        assert homeserver.seen == []
