@@ -171,14 +171,7 @@ class ThreadPresenter:
             )
             self._keys[self._stream] = (key, self._turn_id)
         stream = self._stream
-        if self._chain is None or self._chain.done():
-            stream.append(text)
-        else:  # an earlier message is still landing: these words come after it
-
-            async def later() -> None:
-                stream.append(text)
-
-            self._then(later())
+        self._in_order(lambda: stream.append(text))
 
     def _cut_off(self, why: str) -> None:
         """Mark where the open message's words stopped, so they do not read as finished.
@@ -193,14 +186,19 @@ class ThreadPresenter:
             if stream.text.strip():
                 stream.append(mark)
 
+        self._in_order(mark_it)
+
+    def _in_order(self, step: Callable[[], None]) -> None:
+        """``step`` now when nothing is landing; else after what is (an earlier message,
+        a prompt's edit), so the thread shows things in the order they happened."""
         if self._chain is None or self._chain.done():
-            mark_it()
-        else:
+            step()
+            return
 
-            async def later() -> None:
-                mark_it()
+        async def later() -> None:
+            step()
 
-            self._then(later())
+        self._then(later())
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
